@@ -1,0 +1,51 @@
+"""durable-django: durable execution for Django on PostgreSQL.
+
+The public surface is ``__all__``; everything else may change.
+"""
+
+from importlib.metadata import PackageNotFoundError, version as _version
+
+try:
+    __version__ = _version("durable-django")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = "0.0.0"
+
+__all__ = [
+    "CancelOutcome",
+    "DurableError",
+    "RetryPolicy",
+    "Run",
+    "RunPage",
+    "RunStatus",
+    "Schedule",
+    "cancel",
+    "durable_function",
+    "emit_signal",
+    "enqueue",
+    "get_run",
+    "list_runs",
+    "purge_finished",
+    "resume",
+    "schedule",
+    "unschedule",
+    "wait_for_result",
+]
+
+_LAZY = {
+    "CancelOutcome": "states", "RunStatus": "states", "DurableError": "exceptions",
+    "RetryPolicy": "types", "Run": "types", "RunPage": "types", "Schedule": "types",
+    "durable_function": "registry",
+    "cancel": "api", "emit_signal": "api", "enqueue": "api", "get_run": "api", "list_runs": "api",
+    "purge_finished": "api", "resume": "api", "wait_for_result": "api",
+    "schedule": "schedules_api", "unschedule": "schedules_api",
+}
+
+
+def __getattr__(name):
+    # Lazy, so importing the package (INSTALLED_APPS, settings) never touches the app registry.
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'durable_django' has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(f".{module}", __name__), name)

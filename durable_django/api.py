@@ -1,0 +1,170 @@
+"""The client API: submit, inspect, steer and wait for durable runs.
+
+Every call that writes takes part in the caller's transaction on the
+``DURABLE["DATABASE"]`` alias; its NOTIFY is delivered on commit.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+
+from .engine import submit
+from .engine.values import json_text, seconds
+from .exceptions import InvalidInput, RunNotFound
+from .states import CancelOutcome, RunStatus
+from .store import journal as journal_store
+from .store import runs as run_store
+from .store.db import DONE_CHANNEL
+from .tenancy import normalize_tenant
+from .types import Run, RunPage
+
+
+def enqueue(name: str, input=None, *, idempotency_key: str | None = None, coalesce_key: str | None = None,
+            tenant_id=None, delay=None, available_at: datetime | None = None, version: int | None = None,
+            queue: str = "default", priority: int = 0) -> Run:
+    """Submit a run of durable function ``name``.
+
+    Args:
+        name: the registered name of the function.
+        input: any JSON-serialisable value, handed to the function.
+        idempotency_key: every submit with this key (per tenant) returns one run, until it is purged.
+        coalesce_key: a submit joins the unclaimed pending run with this key, if there is one.
+        tenant_id: a UUID scoping the keys and the run.
+        delay: a timedelta (or seconds) before the run may start; or give available_at.
+        available_at: an aware datetime before which the run is not claimed.
+        version: the function version; the newest registered one by default.
+        queue: workers can be bound to queues.
+        priority: -100..100; higher is claimed first.
+
+    Returns:
+        The new run, or the existing run a key joined (the joiner's input, delay and priority are dropped).
+    """
+    params = submit.build(
+        name, input, idempotency_key=idempotency_key, coalesce_key=coalesce_key, tenant_id=tenant_id,
+        delay=delay, available_at=available_at, version=version, queue=queue, priority=priority,
+    )
+    return submit.insert_or_join(params)
+
+
+def _run_id(run_id) -> str:
+    if run_id is None or not str(run_id):
+        raise InvalidInput(f"invalid run id {run_id!r}")
+    return str(run_id)
+
+
+def get_run(run_id, *, tenant_id=None) -> Run | None:
+    """The run, or None if it does not exist or belongs to another tenant than ``tenant_id``."""
+    return run_store.get_run(_run_id(run_id), normalize_tenant(tenant_id))
+
+
+def cancel(run_id, *, tenant_id=None) -> CancelOutcome:
+    """Cancel a run and its descendants: CANCELLED, REQUESTED (it is running) or REFUSED.
+
+    Raises:
+        RunNotFound: no such run is visible to ``tenant_id``.
+    """
+    outcome = run_store.cancel(_run_id(run_id), normalize_tenant(tenant_id))
+    if outcome is None:
+        raise RunNotFound(f"no run {run_id}", run_id=str(run_id))
+    return outcome
+
+
+def emit_signal(run_id, signal: str, value=None, *, occurrence: int = 0, tenant_id=None):
+    """Deliver a signal to a run; the first committed value wins and is returned.
+
+    Raises:
+        RunNotFound: no such run is visible to ``tenant_id``.
+    """
+    if not isinstance(signal, str) or not signal:
+        raise InvalidInput(f"a signal name must be a non-empty string, got {signal!r}")
+    if not isinstance(occurrence, int) or isinstance(occurrence, bool) or occurrence < 0:
+        raise InvalidInput(f"occurrence must be a non-negative integer, got {occurrence!r}")
+    value_json = json_text(value, what="signal value")
+    return journal_store.emit_signal(_run_id(run_id), signal, occurrence, value_json, normalize_tenant(tenant_id))
+
+
+def resume(run_id, *, tenant_id=None) -> Run:
+    """Put a failed or cancelled run back to pending, journal intact, with a fresh failure budget.
+
+    Raises:
+        RunNotFound: no such run is visible to ``tenant_id``.
+        InvalidInput: the run is live or succeeded.
+    """
+    run_id, tenant = _run_id(run_id), normalize_tenant(tenant_id)
+    run = run_store.resume(run_id, tenant)
+    if run is not None:
+        return run
+    current = run_store.get_run(run_id, tenant)
+    if current is None:
+        raise RunNotFound(f"no run {run_id}", run_id=run_id)
+    raise InvalidInput(f"run {run_id} is {current.status}; only failed or cancelled runs can be resumed",
+                       run_id=run_id)
+
+
+def wait_for_result(run_id, *, timeout=None, tenant_id=None) -> Run:
+    """Block until the run lands (succeeded, failed or cancelled) and return it.
+
+    It LISTENs before it reads, on a connection of its own, so a landing between
+    the two is never missed.
+
+    Raises:
+        RunNotFound: no such run is visible to ``tenant_id``.
+        TimeoutError: the run had not landed within ``timeout``.
+    """
+    import psycopg
+
+    from .worker.listener import listen_connection_params
+
+    run_id, tenant = _run_id(run_id), normalize_tenant(tenant_id)
+    limit = seconds(timeout, what="timeout")
+    deadline = None if limit is None else time.monotonic() + limit
+    with psycopg.connect(**listen_connection_params(), autocommit=True) as conn:
+        conn.execute(f'LISTEN "{DONE_CHANNEL}"')
+        while True:
+            run = run_store.get_run(run_id, tenant)
+            if run is None:
+                raise RunNotFound(f"no run {run_id}", run_id=run_id)
+            if not run.is_live:
+                return run
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise TimeoutError(f"run {run_id} is still {run.status} after {limit}s")
+            # Re-read when this run lands, and every few seconds as a fallback.
+            wait = 5.0 if remaining is None else min(remaining, 5.0)
+            for notify in conn.notifies(timeout=wait):
+                if notify.payload == run_id:
+                    break
+
+
+def list_runs(*, status=None, name=None, tenant_id=None, limit: int = 50, cursor: str | None = None) -> RunPage:
+    """A page of runs, newest first; pass ``next_cursor`` back for the next page."""
+    if status is not None and status not in RunStatus.values:
+        raise InvalidInput(f"unknown status {status!r}")
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 1000:
+        raise InvalidInput("limit must be an integer between 1 and 1000")
+    after = run_store.decode_cursor(cursor) if cursor else None
+    items, next_cursor = run_store.list_runs(
+        status=status, name=name, tenant_id=normalize_tenant(tenant_id), limit=limit, after=after,
+    )
+    return RunPage(items=items, next_cursor=next_cursor)
+
+
+def purge_finished(*, older_than, batch_size: int = 1000) -> int:
+    """Delete whole finished trees that landed more than ``older_than`` ago, oldest first.
+
+    Returns:
+        The number of runs deleted (their steps and signals go with them).
+    """
+    age = seconds(older_than, what="older_than", allow_none=False)
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise InvalidInput("batch_size must be a positive integer")
+    cutoff = timezone.now() - timedelta(seconds=age)
+    deleted, position = 0, None
+    while True:
+        count, position = run_store.purge_batch(cutoff, batch_size, position)
+        deleted += count
+        if position is None:
+            return deleted

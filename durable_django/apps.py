@@ -1,0 +1,15 @@
+from django.apps import AppConfig
+from django.utils.module_loading import autodiscover_modules
+
+
+class DurableConfig(AppConfig):
+    name = "durable_django"
+    label = "durable_django"
+    verbose_name = "Durable execution"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from . import checks  # noqa: F401  registers the system checks
+
+        # Like admin.py: every installed app's durable.py registers its functions.
+        autodiscover_modules("durable")

@@ -1,0 +1,50 @@
+"""System checks: durable_django.E001 and friends."""
+
+from django.conf import settings
+from django.core import checks
+
+from .conf import durable_settings
+
+
+@checks.register(checks.Tags.database, checks.Tags.compatibility)
+def check_database(app_configs=None, **kwargs):
+    alias = durable_settings.DATABASE
+    if alias not in settings.DATABASES:
+        return [
+            checks.Error(
+                f"DURABLE['DATABASE'] names {alias!r}, which is not in DATABASES.",
+                id="durable_django.E003",
+            )
+        ]
+    engine = settings.DATABASES[alias].get("ENGINE", "")
+    if engine != "django.db.backends.postgresql":
+        return [
+            checks.Error(
+                f"durable-django needs PostgreSQL, but database {alias!r} uses {engine or 'no engine'}.",
+                hint="Set its ENGINE to 'django.db.backends.postgresql' (psycopg 3).",
+                id="durable_django.E001",
+            )
+        ]
+    return []
+
+
+@checks.register()
+def check_settings(app_configs=None, **kwargs):
+    from .types import RetryPolicy
+    from .exceptions import InvalidInput
+
+    errors = []
+    lease = durable_settings.LEASE_SECONDS
+    if not isinstance(lease, (int, float)) or lease <= 0:
+        errors.append(checks.Error("DURABLE['LEASE_SECONDS'] must be a positive number.", id="durable_django.E002"))
+    poll = durable_settings.POLL_SECONDS
+    if not isinstance(poll, (int, float)) or poll <= 0:
+        errors.append(checks.Error("DURABLE['POLL_SECONDS'] must be a positive number.", id="durable_django.E004"))
+    try:
+        RetryPolicy.from_json(durable_settings.DEFAULT_RETRY)
+    except (InvalidInput, TypeError) as exc:
+        errors.append(checks.Error(f"DURABLE['DEFAULT_RETRY'] is invalid: {exc}", id="durable_django.E005"))
+    recoveries = durable_settings.MAX_RECOVERIES
+    if not isinstance(recoveries, int) or recoveries < 0:
+        errors.append(checks.Error("DURABLE['MAX_RECOVERIES'] must be an integer >= 0.", id="durable_django.E006"))
+    return errors

@@ -1,0 +1,36 @@
+"""durable-django settings: the keys of the ``DURABLE`` dict, with defaults.
+
+Read at attribute access, so ``override_settings`` and pytest-django's
+``settings`` fixture apply at once. Every key is documented in docs/settings.md.
+"""
+
+from django.conf import settings
+
+
+class DurableSettings:
+    LEASE_SECONDS = 30
+    POLL_SECONDS = 5.0
+    DEFAULT_RETRY = {"max_attempts": 3, "initial_delay": 1.0, "max_delay": 300.0, "backoff": 2.0, "jitter": 1.0}
+    MAX_RECOVERIES = 10
+    DATABASE = "default"
+    # Declared cron schedules, synced when a worker starts (see docs/schedules.md).
+    SCHEDULES = {}
+    # Purge finished runs older than this from inside the worker (None: never).
+    PURGE_AFTER = None
+    # How often the worker logs its summary line.
+    SUMMARY_SECONDS = 60.0
+
+    def __getattribute__(self, name):
+        if name.isupper():
+            configured = getattr(settings, "DURABLE", None) or {}
+            if name in configured:
+                return configured[name]
+        return super().__getattribute__(name)
+
+    @property
+    def heartbeat_seconds(self) -> float:
+        """The worker renews leases three times per lease."""
+        return self.LEASE_SECONDS / 3
+
+
+durable_settings = DurableSettings()

@@ -1,0 +1,126 @@
+"""One attempt of a claimed run: its fence token, journal, and stop flags.
+
+The heartbeat thread and the attempt's own thread share this object. A cancel
+or a lost lease sets a flag that the next context call raises; while user code
+runs, the attempt's thread is also interrupted (an asynchronous exception for
+a sync handler, ``task.cancel()`` for an async one), except inside a pivot
+step's ``fn``, where a requested cancel waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import threading
+from contextlib import contextmanager
+
+from ..exceptions import Cancelled, LeaseLost
+from ..types import ClaimedRun
+
+
+class Attempt:
+    def __init__(self, claimed: ClaimedRun, database_now):
+        self.run = claimed.run
+        self.token = claimed.token
+        self.journal = claimed.journal
+        self.recovered = claimed.recovered
+        # The database clock at claim time: sleeps compare deadlines against it.
+        self.database_now = database_now
+        # A pivot step is journalled: from here on a cancel is refused, never obeyed.
+        self.pivoted = claimed.run.pivoted_at is not None
+        self.cancel_requested = claimed.run.cancel_requested_at is not None and not self.pivoted
+        self.lost = False
+        self._pivot_depth = 0
+        self._lock = threading.Lock()
+        self._thread_id: int | None = None
+        self._in_user_code = False
+        self._interrupted = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task | None = None
+
+    @property
+    def held(self) -> tuple[str, int]:
+        return self.run.run_id, self.token
+
+    def check(self) -> None:
+        """Raise the stop this attempt owes, if any (called by every context method)."""
+        if self.lost:
+            raise LeaseLost()
+        if self.cancel_requested and not self.pivoted and self._pivot_depth == 0:
+            raise Cancelled()
+
+    # -- user code boundaries -------------------------------------------------
+
+    @contextmanager
+    def user_code(self):
+        """Mark a stretch of user code that a stop may interrupt."""
+        with self._lock:
+            self._thread_id = threading.get_ident()
+            previous, self._in_user_code = self._in_user_code, True
+        try:
+            yield
+        finally:
+            self._leave(previous)
+
+    @contextmanager
+    def engine_code(self):
+        """Mark engine code inside a handler (context methods) that must not be interrupted."""
+        with self._lock:
+            previous, self._in_user_code = self._in_user_code, False
+            self._clear_interrupt()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_user_code = previous
+
+    @contextmanager
+    def pivot(self):
+        """Run a pivot step's fn: checked and entered under the lock, so a cancel lands before or waits."""
+        with self._lock:
+            if self.lost:
+                raise LeaseLost()
+            if self.cancel_requested and not self.pivoted:
+                raise Cancelled()
+            self._pivot_depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._pivot_depth -= 1
+
+    def bind_async(self, loop, task) -> None:
+        self._loop, self._task = loop, task
+
+    def _leave(self, previous: bool) -> None:
+        with self._lock:
+            self._in_user_code = previous
+            self._clear_interrupt()
+
+    def _clear_interrupt(self) -> None:
+        if self._interrupted and self._thread_id is not None:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), None)
+        self._interrupted = False
+
+    # -- stops, from the heartbeat thread ------------------------------------
+
+    def begin_cancel(self) -> bool:
+        """Flag a requested cancel; False while a pivot step runs or after one (the cancel waits or is refused)."""
+        with self._lock:
+            if self._pivot_depth or self.pivoted:
+                return False
+            self.cancel_requested = True
+            return True
+
+    def stop(self, *, lost: bool = False, cancelled: bool = False) -> None:
+        with self._lock:
+            self.lost = self.lost or lost
+            self.cancel_requested = self.cancel_requested or cancelled
+            if not lost and (self._pivot_depth or self.pivoted):
+                return  # a requested cancel waits while a pivot step runs
+            if self._task is not None and self._loop is not None:
+                self._loop.call_soon_threadsafe(self._task.cancel)
+            elif self._in_user_code and not self._interrupted and self._thread_id is not None:
+                exc = LeaseLost if lost else Cancelled
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), ctypes.py_object(exc))
+                self._interrupted = True

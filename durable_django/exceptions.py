@@ -1,0 +1,70 @@
+"""The errors durable-django raises.
+
+Every error a caller can act on subclasses :class:`DurableError`; each carries
+the ids it is about. Control flow inside a handler (suspension, cancellation,
+a lost lease) derives from ``BaseException`` so a handler's ``except
+Exception:`` cannot swallow it.
+"""
+
+from django.core.exceptions import ImproperlyConfigured
+
+
+class DurableError(Exception):
+    """A durable-django operation failed."""
+
+    def __init__(self, message=None, **ids):
+        self.ids = ids
+        for key, value in ids.items():
+            setattr(self, key, value)
+        super().__init__(message or self.__doc__)
+
+
+class UnknownFunction(DurableError):
+    """No durable function is registered under that name and version."""
+
+
+class InvalidInput(DurableError):
+    """An argument was rejected before anything was written."""
+
+
+class InvalidSchedule(InvalidInput):
+    """A cron expression or time zone could not be parsed."""
+
+
+class RunNotFound(DurableError):
+    """No run with that id is visible to this caller."""
+
+
+class NotAChild(DurableError):
+    """Only a direct child of the current run can be awaited."""
+
+
+class StepResultNotSerializable(DurableError):
+    """A step returned a value that cannot be stored as JSON."""
+
+
+class DuplicateRegistration(ImproperlyConfigured):
+    """One (name, version) was registered twice with different callables."""
+
+
+class MigrationsNotApplied(ImproperlyConfigured):
+    """The durable_django migrations are not applied to the durable database."""
+
+
+class DurableControlFlow(BaseException):
+    """Base of the signals the engine raises through user code.
+
+    A ``BaseException`` so that ``except Exception:`` in a handler lets it pass.
+    """
+
+
+class Suspended(DurableControlFlow):
+    """The run has committed a sleep or a wait and this attempt is over."""
+
+
+class Cancelled(DurableControlFlow):
+    """A cancel was requested for the run; this attempt stops here."""
+
+
+class LeaseLost(DurableControlFlow):
+    """Another claim took the run over; this attempt may write nothing more."""

@@ -1,0 +1,17 @@
+"""What the operator commands share: --tenant, and DurableError as a message with exit 1."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from ...exceptions import DurableError
+from ..arguments import tenant
+
+
+class DurableCommand(BaseCommand):
+    def add_arguments(self, parser):
+        parser.add_argument("--tenant", type=tenant, help="address this tenant's runs only")
+
+    def execute(self, *args, **options):
+        try:
+            return super().execute(*args, **options)
+        except DurableError as exc:
+            raise CommandError(str(exc)) from None

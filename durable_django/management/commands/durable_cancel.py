@@ -1,0 +1,14 @@
+from ... import api
+from ._base import DurableCommand
+
+
+class Command(DurableCommand):
+    help = "Cancel a run and its descendants; prints cancelled, requested or refused."
+
+    def add_arguments(self, parser):
+        super().add_arguments(parser)
+        parser.add_argument("run_id")
+
+    def handle(self, *args, **options):
+        outcome = api.cancel(options["run_id"], tenant_id=options["tenant"])
+        self.stdout.write(f"run {options['run_id']}: {outcome.value}")

@@ -1,0 +1,25 @@
+from ... import api
+from ...states import RunStatus
+from ..arguments import positive_int
+from ._base import DurableCommand
+
+
+class Command(DurableCommand):
+    help = "List runs, newest first."
+
+    def add_arguments(self, parser):
+        super().add_arguments(parser)
+        parser.add_argument("--status", choices=RunStatus.values)
+        parser.add_argument("--name", help="only runs of this function")
+        parser.add_argument("--limit", type=positive_int, default=50)
+
+    def handle(self, *args, **options):
+        page = api.list_runs(status=options["status"], name=options["name"], tenant_id=options["tenant"],
+                             limit=options["limit"])
+        for run in page.items:
+            self.stdout.write(
+                f"{run.run_id}  {run.status:<9}  {run.name} v{run.version}  attempts={run.attempts}  "
+                f"created={run.created_at:%Y-%m-%d %H:%M:%S}"
+            )
+        if not page.items:
+            self.stdout.write("no runs")

@@ -1,0 +1,48 @@
+import logging
+
+from django.core.management.base import BaseCommand, CommandError
+
+from ...exceptions import MigrationsNotApplied
+from ...worker import Worker, WorkerOptions
+from ...worker.preflight import ensure_migrated
+from ...worker.shutdown import install_shutdown_handlers
+from ..arguments import name_list, non_negative_float, positive_int, tenant
+
+
+class Command(BaseCommand):
+    help = "Run durable functions (and the cron scheduler) until SIGINT or SIGTERM."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--concurrency", type=positive_int, default=4, help="attempts run at once (threads)")
+        parser.add_argument("--functions", type=name_list, help="only these function names (comma-separated)")
+        parser.add_argument("--queues", type=name_list, help="only these queues (comma-separated)")
+        parser.add_argument("--tenant", type=tenant, help="only this tenant's runs")
+        parser.add_argument("--no-scheduler", action="store_true", help="do not fire cron schedules here")
+        parser.add_argument("--burst", action="store_true", help="exit once nothing is claimable now")
+        parser.add_argument("--grace", type=non_negative_float, default=30.0,
+                            help="seconds to let attempts finish after SIGTERM before releasing them")
+
+    def handle(self, *args, **options):
+        _configure_logging(options["verbosity"])
+        try:
+            ensure_migrated()
+        except MigrationsNotApplied as exc:
+            raise CommandError(str(exc)) from None
+        worker = Worker(WorkerOptions(
+            concurrency=options["concurrency"], functions=options["functions"], queues=options["queues"],
+            tenant_id=options["tenant"], burst=options["burst"], grace=options["grace"],
+            scheduler=not options["no_scheduler"],
+        ))
+        install_shutdown_handlers(worker)
+        worker.run()
+
+
+def _configure_logging(verbosity: int) -> None:
+    """Unless the project configures logging: INFO (one line per state change); -v 0 warnings, -v 2 debug."""
+    logger = logging.getLogger("durable_django")
+    if logger.handlers or logging.getLogger().handlers:
+        return  # the project's LOGGING decides
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel({0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG))

@@ -1,0 +1,167 @@
+"""The durable tables: fields, constraints and indexes, nothing else.
+
+Only the store writes these tables; the admin reads them. Index definitions
+follow the seed schema (compare definitions, not names); the partial indexes
+beyond it serve the claim's own order.
+"""
+
+from django.db import models
+from django.db.models import F, Q
+from django.db.models.functions import Now
+
+from .states import RunStatus
+
+# Constraint names are shared with the store, which maps violations by name.
+IDEMPOTENCY_CONSTRAINT = "durable_run_idempotency_key_key"
+COALESCE_CONSTRAINT = "durable_run_coalesce_key_pending"
+PRIORITY_CONSTRAINT = "durable_run_priority_range"
+MIN_PRIORITY, MAX_PRIORITY = -100, 100
+
+
+class Run(models.Model):
+    run_id = models.TextField(primary_key=True)
+    name = models.TextField()
+    version = models.IntegerField(db_default=1)
+    status = models.TextField(choices=RunStatus.choices)
+    idempotency_key = models.TextField(null=True, blank=True)
+    coalesce_key = models.TextField(null=True, blank=True)
+    input = models.JSONField(null=True, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True)
+    # Dotted path of the exception class that failed the run.
+    error_type = models.TextField(null=True, blank=True)
+    tenant_id = models.UUIDField(null=True, blank=True)
+    # Claims so far: the fence token every worker write carries.
+    attempts = models.IntegerField(db_default=0)
+    # Failed attempts: what the retry budget counts.
+    failures = models.IntegerField(db_default=0)
+    # Reclaims after an expired lease: what MAX_RECOVERIES counts.
+    recoveries = models.IntegerField(db_default=0)
+    retry_policy = models.JSONField(default=dict)
+    queue = models.TextField(db_default="default")
+    priority = models.IntegerField(db_default=0)
+    parent_run_id = models.TextField(null=True, blank=True)
+    # Set when a pivot step is journalled: from then on every cancel is refused.
+    pivoted_at = models.DateTimeField(null=True, blank=True)
+    # What a waiting run waits for: "sleep", "signal:<name>:<occurrence>" or "child:<run_id>".
+    waiting_for = models.TextField(null=True, blank=True)
+    leased_until = models.DateTimeField(null=True, blank=True)
+    available_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    worker_id = models.TextField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(db_default=Now())
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    cancel_refused_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "durable_run"
+        verbose_name = "run"
+        permissions = [
+            ("cancel_run", "Can cancel durable runs"),
+            ("retry_run", "Can resume and retry durable runs"),
+            ("signal_run", "Can emit signals to durable runs"),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=["idempotency_key"], name=IDEMPOTENCY_CONSTRAINT),
+            models.UniqueConstraint(
+                fields=["coalesce_key"],
+                condition=Q(status=RunStatus.PENDING, attempts=0),
+                name=COALESCE_CONSTRAINT,
+            ),
+            models.CheckConstraint(
+                condition=Q(priority__gte=MIN_PRIORITY, priority__lte=MAX_PRIORITY),
+                name=PRIORITY_CONSTRAINT,
+            ),
+        ]
+        indexes = [
+            # The seed's recovery scan and its tenant-bound twin.
+            models.Index(fields=["status", "name", "created_at"], name="durable_run_status_name"),
+            models.Index(fields=["tenant_id", "status", "name", "created_at"], name="durable_run_tenant_status"),
+            # The seed's purge index: finished runs by landing time.
+            models.Index(fields=["status", "updated_at"], name="durable_run_purge"),
+            # The seed's listing indexes: newest first, keyset on (created_at, run_id).
+            models.Index(F("created_at").desc(), F("run_id").desc(), name="durable_run_listing"),
+            models.Index(
+                "tenant_id", F("created_at").desc(), F("run_id").desc(), name="durable_run_tenant_listing"
+            ),
+            # The claim reads pending runs in its own order (priority, then age);
+            # the seed's (status, name, created_at) cannot order a claim over many names.
+            models.Index(
+                F("priority").desc(), "created_at",
+                condition=Q(status=RunStatus.PENDING),
+                name="durable_run_claim_pending",
+            ),
+            # Sleeps and waits whose deadline passed, and leases that expired.
+            models.Index(fields=["available_at"], condition=Q(status=RunStatus.WAITING), name="durable_run_due_waits"),
+            models.Index(fields=["leased_until"], condition=Q(status=RunStatus.RUNNING), name="durable_run_leases"),
+            # Cascades and purge walk a run's children.
+            models.Index(fields=["parent_run_id"], condition=Q(parent_run_id__isnull=False), name="durable_run_children"),
+        ]
+
+    def __str__(self):
+        return f"{self.name} v{self.version} [{self.status}] {self.run_id}"
+
+
+class Step(models.Model):
+    """The journal: one row per completed step, sleep, wait or spawn of a run."""
+
+    pk = models.CompositePrimaryKey("run_id", "step_id")
+    run_id = models.TextField()
+    # "v{version}:{name}:{occurrence}"
+    step_id = models.TextField()
+    result = models.JSONField()
+    tenant_id = models.UUIDField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "durable_step"
+        verbose_name = "step"
+
+
+class Signal(models.Model):
+    """Signals, kept from the moment they are emitted, before or after their wait."""
+
+    pk = models.CompositePrimaryKey("run_id", "signal", "occurrence")
+    run_id = models.TextField()
+    signal = models.TextField()
+    occurrence = models.IntegerField()
+    value = models.JSONField()
+    tenant_id = models.UUIDField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "durable_signal"
+        verbose_name = "signal"
+
+
+class Schedule(models.Model):
+    schedule_id = models.TextField(primary_key=True)
+    name = models.TextField()
+    cron = models.TextField()
+    tz = models.TextField(null=True, blank=True)
+    input = models.JSONField(null=True, blank=True)
+    next_fire_at = models.DateTimeField()
+    enabled = models.BooleanField(db_default=True)
+    tenant_id = models.UUIDField(null=True, blank=True)
+    # Where the schedule came from: "api" or "settings" (synced at worker start).
+    source = models.TextField(db_default="api")
+    last_fired_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "durable_schedule"
+        verbose_name = "schedule"
+        permissions = [("fire_schedule", "Can fire durable schedules now")]
+        indexes = [
+            models.Index(fields=["next_fire_at"], condition=Q(enabled=True), name="durable_schedule_due"),
+            models.Index(
+                fields=["tenant_id", "next_fire_at"], condition=Q(enabled=True), name="durable_schedule_tenant_due"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.schedule_id} ({self.cron})"

@@ -1,0 +1,126 @@
+"""Durable functions by stable name and version. No database access here."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+from .exceptions import DuplicateRegistration, InvalidInput, UnknownFunction
+from .types import RetryPolicy
+
+# Version 0 is reserved for Django Tasks runs, which are resolved by import path.
+TASK_PATH_VERSION = 0
+_NAME_PATTERN = re.compile(r"^[A-Za-z_][\w.\-:]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    name: str
+    version: int
+    fn: Callable
+    retry: RetryPolicy | None  # None: DURABLE["DEFAULT_RETRY"] at enqueue time
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.fn)
+
+    @property
+    def origin(self) -> str:
+        return f"{self.fn.__module__}.{self.fn.__qualname__}"
+
+
+class Registry:
+    """Maps (name, version) to the callable that executes it."""
+
+    def __init__(self):
+        self._by_name: dict[str, dict[int, Registration]] = {}
+        self._lock = threading.Lock()
+
+    def register(self, name: str, version: int, fn: Callable, retry: RetryPolicy | None) -> Registration:
+        validate_name(name)
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise InvalidInput(f"version of {name!r} must be an integer >= 1, got {version!r}")
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise InvalidInput(f"retry of {name!r} must be a RetryPolicy")
+        registration = Registration(name, version, fn, retry)
+        with self._lock:
+            versions = self._by_name.setdefault(name, {})
+            existing = versions.get(version)
+            # A re-import of the same module registers the same origin again: allowed.
+            if existing is not None and existing.origin != registration.origin:
+                raise DuplicateRegistration(
+                    f"durable function {name!r} version {version} is registered twice: "
+                    f"by {existing.origin} and by {registration.origin}"
+                )
+            versions[version] = registration
+        return registration
+
+    def get(self, name: str, version: int) -> Registration:
+        try:
+            return self._by_name[name][version]
+        except KeyError:
+            raise UnknownFunction(
+                f"no durable function {name!r} version {version} is registered", name=name, version=version
+            ) from None
+
+    def newest(self, name: str) -> Registration:
+        versions = self._by_name.get(name)
+        if not versions:
+            raise UnknownFunction(f"no durable function {name!r} is registered", name=name)
+        return versions[max(versions)]
+
+    def knows(self, name: str) -> bool:
+        return name in self._by_name
+
+    def names(self) -> list[str]:
+        return sorted(self._by_name)
+
+    def pairs(self, names: list[str] | None = None) -> list[tuple[str, int]]:
+        """Every registered (name, version), optionally only for some names."""
+        wanted = set(names) if names else None
+        return sorted(
+            (name, version)
+            for name, versions in self._by_name.items()
+            if wanted is None or name in wanted
+            for version in versions
+        )
+
+    def unregister(self, name: str, version: int | None = None) -> None:
+        """Forget a registration (tests use this to simulate a redeploy)."""
+        with self._lock:
+            if version is None:
+                self._by_name.pop(name, None)
+            else:
+                self._by_name.get(name, {}).pop(version, None)
+                if not self._by_name.get(name):
+                    self._by_name.pop(name, None)
+
+
+registry = Registry()
+
+
+def validate_name(name: str) -> None:
+    if not isinstance(name, str) or not _NAME_PATTERN.match(name):
+        raise InvalidInput(f"invalid durable function name {name!r}")
+
+
+def durable_function(name: str, *, version: int = 1, retry: RetryPolicy | None = None):
+    """Register the decorated function as durable function ``name`` at ``version``.
+
+    Args:
+        name: the stable name runs are enqueued under; renaming it is a protocol change.
+        version: bump it when a change alters step order, meaning or result shape.
+        retry: the policy snapshotted into each run; ``DURABLE["DEFAULT_RETRY"]`` if None.
+
+    Returns:
+        The function itself, unchanged, so it can still be called directly.
+    """
+
+    def decorate(fn: Callable) -> Callable:
+        registry.register(name, version, fn, retry)
+        return fn
+
+    return decorate

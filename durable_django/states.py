@@ -1,0 +1,57 @@
+"""Run statuses, defined once and used by models, store, admin and tasks backend."""
+
+from django.db import models
+
+
+class RunStatus(models.TextChoices):
+    # Waiting to be claimed: new, retrying after backoff, woken, or released.
+    PENDING = "pending", "Pending"
+    # Claimed by a worker that holds a lease (leased_until) on it.
+    RUNNING = "running", "Running"
+    # Suspended without a lease: sleeping, or waiting for a signal or a child.
+    WAITING = "waiting", "Waiting"
+    # Finished: the handler returned; output holds its value.
+    SUCCEEDED = "succeeded", "Succeeded"
+    # Finished: the retry budget or MAX_RECOVERIES ran out; error holds why.
+    FAILED = "failed", "Failed"
+    # Finished: cancelled before it could finish.
+    CANCELLED = "cancelled", "Cancelled"
+
+
+LIVE_STATUSES = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING})
+TERMINAL_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
+
+# Which status may follow which; the store's statements implement exactly these.
+ALLOWED_TRANSITIONS = {
+    RunStatus.PENDING: {RunStatus.RUNNING, RunStatus.CANCELLED},
+    RunStatus.RUNNING: {
+        RunStatus.PENDING,  # retry after a failure, or released at shutdown
+        RunStatus.RUNNING,  # reclaimed after its lease expired
+        RunStatus.WAITING,
+        RunStatus.SUCCEEDED,
+        RunStatus.FAILED,
+        RunStatus.CANCELLED,
+    },
+    RunStatus.WAITING: {RunStatus.PENDING, RunStatus.RUNNING, RunStatus.CANCELLED},
+    RunStatus.SUCCEEDED: set(),
+    RunStatus.FAILED: {RunStatus.PENDING},  # resume()
+    RunStatus.CANCELLED: {RunStatus.PENDING},  # resume()
+}
+
+
+class CancelOutcome(models.TextChoices):
+    # The run was pending or waiting and is now cancelled.
+    CANCELLED = "cancelled", "Cancelled"
+    # The run is running; it ends cancelled at its next context call or heartbeat.
+    REQUESTED = "requested", "Requested"
+    # The run had finished, or is past a pivot step; nothing changed.
+    REFUSED = "refused", "Refused"
+
+
+class WaitState(models.TextChoices):
+    """The ``state`` of a ``ctx.wait_for_result`` value."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMEOUT = "timeout"

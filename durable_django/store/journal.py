@@ -1,0 +1,290 @@
+"""Statements on durable_step and durable_signal: the journal, suspensions, spawns and signals.
+
+Each worker write here is fenced on the claim token; a journal write is
+first-committed-wins (``ON CONFLICT DO NOTHING``) and the loser reads the winner.
+A suspension checks what it waits for and registers the wait in one
+transaction, under the run's row lock, so no signal or child landing is lost
+between the two.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from ..exceptions import LeaseLost, NotAChild, RunNotFound
+from . import runs
+from .db import WAKE_CHANNEL, connection, cursor, from_json, to_json
+
+# Every journal entry of some runs.
+SELECT_JOURNAL = "SELECT run_id, step_id, result::text FROM durable_step WHERE run_id = ANY(%s)"
+
+# One journal entry.
+SELECT_STEP = "SELECT result::text FROM durable_step WHERE run_id = %s AND step_id = %s"
+
+# Journal a step under the fence (first committed value wins); a pivot step also marks the run.
+RECORD_STEP = """
+WITH fence AS (
+    SELECT run_id, tenant_id, cancel_requested_at IS NOT NULL AND pivoted_at IS NULL AS cancel
+    FROM durable_run
+    WHERE run_id = %(run_id)s AND attempts = %(token)s AND status = 'running'
+    FOR SHARE
+), inserted AS (
+    INSERT INTO durable_step (run_id, step_id, result, tenant_id, created_at)
+    SELECT run_id, %(step_id)s, %(result)s::jsonb, tenant_id, now() FROM fence
+    ON CONFLICT (run_id, step_id) DO NOTHING
+    RETURNING result
+), pivot AS (
+    UPDATE durable_run SET pivoted_at = coalesce(pivoted_at, now()),
+        cancel_refused_at = CASE WHEN cancel_requested_at IS NOT NULL
+                                 THEN coalesce(cancel_refused_at, now()) ELSE cancel_refused_at END
+    WHERE %(pivot)s AND run_id IN (SELECT run_id FROM fence)
+    RETURNING run_id
+)
+SELECT (SELECT cancel FROM fence), (SELECT result::text FROM inserted), (SELECT count(*) FROM pivot)
+"""
+
+# Lock the held run for a suspension or a spawn; read its cancel flag and tenant.
+LOCK_HELD = """
+SELECT cancel_requested_at IS NOT NULL AND pivoted_at IS NULL, tenant_id::text FROM durable_run
+WHERE run_id = %(run_id)s AND attempts = %(token)s AND status = 'running'
+FOR UPDATE
+"""
+
+# Journal an entry whose value PostgreSQL computes (deadlines), keeping the first one.
+RECORD_DEADLINE = """
+INSERT INTO durable_step (run_id, step_id, result, tenant_id, created_at)
+SELECT %(run_id)s, %(step_id)s,
+       jsonb_build_object('at', CASE
+           WHEN %(until)s::timestamptz IS NOT NULL THEN to_jsonb(%(until)s::timestamptz)
+           WHEN %(seconds)s::float8 IS NOT NULL THEN to_jsonb(now() + make_interval(secs => %(seconds)s::float8))
+           END),
+       %(tenant_id)s, now()
+ON CONFLICT (run_id, step_id) DO NOTHING
+"""
+
+# A journalled deadline and whether it has passed, by the database clock.
+SELECT_DEADLINE = """
+SELECT (result->>'at')::timestamptz, (result->>'at')::timestamptz <= now()
+FROM durable_step WHERE run_id = %s AND step_id = %s
+"""
+
+# Journal an entry (first committed value wins) inside a held transaction.
+INSERT_STEP = """
+INSERT INTO durable_step (run_id, step_id, result, tenant_id, created_at)
+VALUES (%(run_id)s, %(step_id)s, %(result)s::jsonb, %(tenant_id)s, now())
+ON CONFLICT (run_id, step_id) DO NOTHING
+"""
+
+# Park the held run: no lease, status waiting, woken by its deadline, a signal or a child.
+SUSPEND = """
+UPDATE durable_run SET status = 'waiting', waiting_for = %(waiting_for)s, available_at = %(until)s,
+    leased_until = NULL, updated_at = now()
+WHERE run_id = %(run_id)s AND attempts = %(token)s AND status = 'running'
+"""
+
+# A stored signal's value.
+SELECT_SIGNAL = """
+SELECT value::text FROM durable_signal WHERE run_id = %s AND signal = %s AND occurrence = %s
+"""
+
+# Store a signal (first committed value wins).
+INSERT_SIGNAL = """
+INSERT INTO durable_signal (run_id, signal, occurrence, value, tenant_id, created_at)
+VALUES (%(run_id)s, %(signal)s, %(occurrence)s, %(value)s::jsonb, %(tenant_id)s, now())
+ON CONFLICT (run_id, signal, occurrence) DO NOTHING
+"""
+
+# Lock a run for emit_signal() (tenant-bound).
+LOCK_FOR_SIGNAL = """
+SELECT status, waiting_for, tenant_id::text FROM durable_run
+WHERE run_id = %(run_id)s AND (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tenant_id)s::uuid)
+FOR UPDATE
+"""
+
+# Wake a run waiting on exactly this signal.
+WAKE_FOR_SIGNAL = f"""
+WITH woken AS (
+    UPDATE durable_run SET status = 'pending', waiting_for = NULL, available_at = NULL, updated_at = now()
+    WHERE run_id = %(run_id)s AND status = 'waiting' AND waiting_for = %(waiting_for)s
+    RETURNING queue
+)
+SELECT count(*), (SELECT count(*) FROM (SELECT pg_notify('{WAKE_CHANNEL}', queue) FROM woken) n) FROM woken
+"""
+
+# Lock a direct child for a result wait, and read its outcome.
+LOCK_CHILD = """
+SELECT status, output::text, error, error_type FROM durable_run
+WHERE run_id = %(child_run_id)s AND parent_run_id = %(run_id)s
+FOR UPDATE
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    value: Any
+    cancel_requested: bool
+
+
+@dataclass(frozen=True, slots=True)
+class WaitOutcome:
+    """What a suspension did: ``suspended``, or it resolved at once with ``value``."""
+
+    suspended: bool
+    value: Any = None
+    cancel_requested: bool = False
+
+
+def load_journal(run_ids: list[str]) -> dict[str, dict[str, Any]]:
+    journals: dict[str, dict[str, Any]] = {run_id: {} for run_id in run_ids}
+    if not run_ids:
+        return journals
+    with cursor() as cur:
+        cur.execute(SELECT_JOURNAL, [list(run_ids)])
+        for run_id, step_id, result in cur.fetchall():
+            journals[run_id][step_id] = from_json(result)
+    return journals
+
+
+def _stored_step(cur, run_id: str, step_id: str):
+    cur.execute(SELECT_STEP, [run_id, step_id])
+    row = cur.fetchone()
+    return None if row is None else (from_json(row[0]),)
+
+
+def record_step(run_id: str, token: int, step_id: str, result_json: str, *, pivot: bool) -> Recorded:
+    """Journal a step; returns the stored value (ours, or an earlier writer's)."""
+    with cursor() as cur:
+        cur.execute(RECORD_STEP, {
+            "run_id": run_id, "token": token, "step_id": step_id, "result": result_json, "pivot": pivot,
+        })
+        cancel, inserted, pivoted = cur.fetchone()
+        if cancel is None:
+            raise LeaseLost()
+        if inserted is not None:
+            return Recorded(from_json(inserted), bool(cancel) and not pivoted)
+        stored = _stored_step(cur, run_id, step_id)
+    return Recorded(stored[0], bool(cancel) and not pivoted)
+
+
+def _lock_held(cur, run_id: str, token: int):
+    cur.execute(LOCK_HELD, {"run_id": run_id, "token": token})
+    row = cur.fetchone()
+    if row is None:
+        raise LeaseLost()
+    return row  # (cancel_requested, tenant_id)
+
+
+def _deadline(cur, run_id, step_id, tenant_id, *, seconds=None, until=None):
+    """Journal the deadline once (first call wins); returns (deadline, passed)."""
+    cur.execute(RECORD_DEADLINE, {
+        "run_id": run_id, "step_id": step_id, "tenant_id": tenant_id, "seconds": seconds, "until": until,
+    })
+    cur.execute(SELECT_DEADLINE, [run_id, step_id])
+    return cur.fetchone()
+
+
+def _insert_step(cur, run_id, step_id, tenant_id, value):
+    cur.execute(INSERT_STEP, {"run_id": run_id, "step_id": step_id, "result": to_json(value), "tenant_id": tenant_id})
+    return _stored_step(cur, run_id, step_id)[0]
+
+
+def _suspend(cur, run_id, token, waiting_for, until):
+    cur.execute(SUSPEND, {"run_id": run_id, "token": token, "waiting_for": waiting_for, "until": until})
+
+
+def _atomic():
+    return transaction.atomic(using=connection().alias)
+
+
+def sleep(run_id: str, token: int, step_id: str, *, seconds=None, until=None) -> WaitOutcome:
+    """Journal a sleep's deadline and park the run until it, unless it has passed."""
+    with _atomic(), cursor() as cur:
+        cancel, tenant_id = _lock_held(cur, run_id, token)
+        if cancel:
+            return WaitOutcome(suspended=False, cancel_requested=True)
+        deadline, passed = _deadline(cur, run_id, step_id, tenant_id, seconds=seconds, until=until)
+        if passed:
+            return WaitOutcome(suspended=False, value=deadline)
+        _suspend(cur, run_id, token, "sleep", deadline)
+        return WaitOutcome(suspended=True, value=deadline)
+
+
+def wait_for_signal(run_id: str, token: int, step_id: str, deadline_step_id: str, *, signal: str,
+                    occurrence: int, timeout_seconds, default) -> WaitOutcome:
+    """Return the signal if it is stored, the default if the wait timed out, or park the run."""
+    with _atomic(), cursor() as cur:
+        cancel, tenant_id = _lock_held(cur, run_id, token)
+        if cancel:
+            return WaitOutcome(suspended=False, cancel_requested=True)
+        cur.execute(SELECT_SIGNAL, [run_id, signal, occurrence])
+        row = cur.fetchone()
+        if row is not None:
+            return WaitOutcome(suspended=False, value=_insert_step(cur, run_id, step_id, tenant_id, from_json(row[0])))
+        deadline, passed = None, False
+        if timeout_seconds is not None:
+            deadline, passed = _deadline(cur, run_id, deadline_step_id, tenant_id, seconds=timeout_seconds)
+        if passed:
+            return WaitOutcome(suspended=False, value=_insert_step(cur, run_id, step_id, tenant_id, default))
+        _suspend(cur, run_id, token, f"signal:{signal}:{occurrence}", deadline)
+        return WaitOutcome(suspended=True)
+
+
+def wait_for_child(run_id: str, token: int, step_id: str, deadline_step_id: str, *, child_run_id: str,
+                   timeout_seconds) -> WaitOutcome:
+    """Return a direct child's outcome if it landed, time it out, or park the parent until it lands."""
+    with _atomic(), cursor() as cur:
+        cancel, tenant_id = _lock_held(cur, run_id, token)
+        if cancel:
+            return WaitOutcome(suspended=False, cancel_requested=True)
+        cur.execute(LOCK_CHILD, {"run_id": run_id, "child_run_id": child_run_id})
+        row = cur.fetchone()
+        if row is None:
+            raise NotAChild(
+                f"run {child_run_id} is not a direct child of run {run_id}",
+                run_id=run_id, child_run_id=child_run_id,
+            )
+        status, output, error, error_type = row
+        if status in ("succeeded", "failed", "cancelled"):
+            outcome = {"state": status, "result": from_json(output), "error": error}
+            return WaitOutcome(suspended=False, value=_insert_step(cur, run_id, step_id, tenant_id, outcome))
+        deadline, passed = None, False
+        if timeout_seconds is not None:
+            deadline, passed = _deadline(cur, run_id, deadline_step_id, tenant_id, seconds=timeout_seconds)
+        if passed:
+            runs.cancel(child_run_id, None)
+            outcome = {"state": "timeout", "result": None, "error": None}
+            return WaitOutcome(suspended=False, value=_insert_step(cur, run_id, step_id, tenant_id, outcome))
+        _suspend(cur, run_id, token, f"child:{child_run_id}", deadline)
+        return WaitOutcome(suspended=True)
+
+
+def spawn(run_id: str, token: int, step_id: str, child_params: dict) -> str:
+    """Insert a child and journal its id in one transaction; replay adopts the same child."""
+    with _atomic(), cursor() as cur:
+        _lock_held(cur, run_id, token)
+        stored = _stored_step(cur, run_id, step_id)
+        if stored is not None:
+            return stored[0]
+        child = runs.insert_run(child_params) or runs.find_by_idempotency_key(child_params["idempotency_key"])
+        return _insert_step(cur, run_id, step_id, child_params["tenant_id"], child.run_id)
+
+
+def emit_signal(run_id: str, signal: str, occurrence: int, value_json: str, tenant_id: str | None):
+    """Store a signal (first value wins) and wake the run if it waits for it; returns the stored value."""
+    with _atomic(), cursor() as cur:
+        cur.execute(LOCK_FOR_SIGNAL, {"run_id": run_id, "tenant_id": tenant_id})
+        row = cur.fetchone()
+        if row is None:
+            raise RunNotFound(f"no run {run_id}", run_id=run_id)
+        _status, _waiting_for, run_tenant = row
+        cur.execute(INSERT_SIGNAL, {
+            "run_id": run_id, "signal": signal, "occurrence": occurrence, "value": value_json,
+            "tenant_id": run_tenant,
+        })
+        cur.execute(SELECT_SIGNAL, [run_id, signal, occurrence])
+        stored = from_json(cur.fetchone()[0])
+        cur.execute(WAKE_FOR_SIGNAL, {"run_id": run_id, "waiting_for": f"signal:{signal}:{occurrence}"})
+        return stored

@@ -1,0 +1,128 @@
+"""Frozen value objects handed upward from the store: never model instances."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .exceptions import InvalidInput
+from .states import RunStatus
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """How a failing run is retried.
+
+    The delay before retry ``n`` is ``min(initial_delay * backoff**(n-1), max_delay)``,
+    of which the fraction ``jitter`` is drawn at random (1.0 is full jitter).
+    A run snapshots its policy at enqueue, so redeploying workers never changes
+    the delays a run still has to wait.
+    """
+
+    max_attempts: int = 3
+    initial_delay: float = 1.0
+    max_delay: float = 300.0
+    backoff: float = 2.0
+    jitter: float = 1.0
+
+    def __post_init__(self):
+        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+            raise InvalidInput("RetryPolicy.max_attempts must be an integer >= 1")
+        if self.initial_delay < 0 or self.max_delay < 0:
+            raise InvalidInput("RetryPolicy delays must not be negative")
+        if self.backoff < 1:
+            raise InvalidInput("RetryPolicy.backoff must be >= 1")
+        if not 0 <= self.jitter <= 1:
+            raise InvalidInput("RetryPolicy.jitter must be between 0 and 1")
+
+    def delay_before_retry(self, failures: int, rng: random.Random | None = None) -> float:
+        """Seconds to wait before the retry that follows failure number ``failures``."""
+        base = min(self.initial_delay * self.backoff ** (failures - 1), self.max_delay)
+        drawn = (rng or random).random()
+        return base * (1 - self.jitter) + base * self.jitter * drawn
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> RetryPolicy:
+        return cls(**(data or {}))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Run:
+    """One durable run, as the store last saw it."""
+
+    run_id: str
+    name: str
+    version: int
+    status: RunStatus
+    input: Any
+    output: Any
+    error: str | None
+    attempts: int
+    tenant_id: str | None
+    idempotency_key: str | None
+    coalesce_key: str | None
+    parent_run_id: str | None
+    queue: str
+    priority: int
+    available_at: datetime | None
+    leased_until: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    cancel_requested_at: datetime | None
+    cancel_refused_at: datetime | None
+    # Beyond the contract's fields: what operators and the engine also read.
+    error_type: str | None = None
+    failures: int = 0
+    recoveries: int = 0
+    retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
+    waiting_for: str | None = None
+    pivoted_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    worker_id: str | None = None
+
+    @property
+    def is_live(self) -> bool:
+        return self.status in (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunPage:
+    """One page of :func:`list_runs`; pass ``next_cursor`` back for the next."""
+
+    items: list[Run]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Schedule:
+    """A cron schedule that enqueues one run per tick."""
+
+    schedule_id: str
+    name: str
+    cron: str
+    tz: str
+    input: Any
+    next_fire_at: datetime
+    enabled: bool
+    tenant_id: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimedRun:
+    """What a worker needs to execute one attempt of a run it just claimed."""
+
+    run: Run
+    # The fence token: every write of this attempt must carry it.
+    token: int
+    # Journal entries of this run, step_id -> decoded JSON value.
+    journal: dict[str, Any]
+    # True when the run was reclaimed from a holder whose lease expired.
+    recovered: bool

@@ -1,0 +1,52 @@
+"""LISTEN on a dedicated session so an idle worker wakes within milliseconds of a NOTIFY."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import psycopg
+
+from ..store.db import connection
+
+logger = logging.getLogger("durable_django.worker")
+
+
+def listen_connection_params() -> dict:
+    """psycopg.connect() arguments for the durable alias, from Django's own settings."""
+    params = connection().get_connection_params()
+    for django_only in ("cursor_factory", "context", "prepare_threshold"):
+        params.pop(django_only, None)
+    return params
+
+
+class Listener(threading.Thread):
+    """Calls ``on_notify(payload)`` for each notification on ``channels``; reconnects when cut off."""
+
+    def __init__(self, channels, on_notify, stop: threading.Event, *, on_reconnect=None):
+        super().__init__(name="durable-listener", daemon=True)
+        self.channels = list(channels)
+        self.on_notify = on_notify
+        self.on_reconnect = on_reconnect
+        self.stop_event = stop
+        self.ready = threading.Event()
+        self._params = listen_connection_params()
+
+    def run(self):
+        backoff = 0.1
+        while not self.stop_event.is_set():
+            try:
+                with psycopg.connect(**self._params, autocommit=True) as conn:
+                    for channel in self.channels:
+                        conn.execute(f'LISTEN "{channel}"')
+                    self.ready.set()
+                    backoff = 0.1
+                    if self.on_reconnect:
+                        self.on_reconnect()  # anything sent while we were away: look now
+                    while not self.stop_event.is_set():
+                        for notify in conn.notifies(timeout=0.5):
+                            self.on_notify(notify.channel, notify.payload)
+            except psycopg.Error as exc:
+                logger.warning("listener lost its connection (%s); reconnecting in %.1fs", exc, backoff)
+                self.stop_event.wait(backoff)
+                backoff = min(backoff * 2, 5.0)

@@ -1,0 +1,67 @@
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import ROOT, subprocess_database_url
+
+@pytest.fixture
+def effects_dir(tmp_path, monkeypatch):
+    directory = tmp_path / "effects"
+    directory.mkdir()
+    monkeypatch.setenv("DURABLE_TEST_EFFECTS_DIR", str(directory))
+    return directory
+
+
+class WorkerProcesses:
+    """Real `manage.py durable_worker` subprocesses, killed at teardown whatever happened."""
+
+    def __init__(self, effects_dir, tmp_path):
+        self.effects_dir = effects_dir
+        self.tmp_path = tmp_path
+        self.procs: list[subprocess.Popen] = []
+
+    def env(self, **overrides) -> dict:
+        env = dict(os.environ)
+        env.update({
+            "DATABASE_URL": subprocess_database_url(),
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "DURABLE_TEST_EFFECTS_DIR": str(self.effects_dir),
+            "DURABLE_TEST_LOG_LEVEL": "INFO",
+            "PYTHONPATH": ROOT,
+        })
+        env.update({key: str(value) for key, value in overrides.items()})
+        return env
+
+    def start(self, *args, env=None, **env_overrides) -> subprocess.Popen:
+        log = open(self.tmp_path / f"worker-{len(self.procs)}.log", "w")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "django", "durable_worker", *args],
+            env=env or self.env(**env_overrides), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+        )
+        proc.log_path = log.name
+        self.procs.append(proc)
+        return proc
+
+    def output(self, proc) -> str:
+        with open(proc.log_path) as handle:
+            return handle.read()
+
+    def stop_all(self):
+        for proc in self.procs:
+            if proc.poll() is None:
+                try:
+                    os.kill(proc.pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+                proc.kill()
+            proc.wait(timeout=30)
+
+
+@pytest.fixture
+def workers(effects_dir, tmp_path):
+    processes = WorkerProcesses(effects_dir, tmp_path)
+    yield processes
+    processes.stop_all()

@@ -1,0 +1,64 @@
+"""Helpers shared by the test tiers."""
+
+import os
+import threading
+import time
+from urllib.parse import quote
+
+from django.db import connection, connections
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def subprocess_database_url() -> str:
+    """A DATABASE_URL naming the test database pytest-django created, for worker subprocesses."""
+    settings = connection.settings_dict
+    user = quote(settings["USER"] or "", safe="")
+    password = quote(settings["PASSWORD"] or "", safe="")
+    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    port = f":{settings['PORT']}" if settings["PORT"] else ""
+    url = f"postgres://{auth}{settings['HOST'] or ''}{port}/{settings['NAME']}"
+    socket_host = settings["OPTIONS"].get("host")
+    return f"{url}?host={socket_host}" if socket_host else url
+
+
+def wait_until(predicate, timeout: float = 30.0, interval: float = 0.02, message: str = "condition"):
+    """Poll ``predicate`` until it is truthy; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+
+
+def run_in_threads(count: int, target, *args):
+    """Start ``count`` threads on ``target`` together; return their results (or raise the first error)."""
+    barrier = threading.Barrier(count)
+    results: list = [None] * count
+    errors: list = []
+
+    def body(index):
+        try:
+            barrier.wait()
+            results[index] = target(index, *args)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def sql(query: str, params=None):
+    with connection.cursor() as cur:
+        cur.execute(query, params or [])
+        return cur.fetchall() if cur.description else None

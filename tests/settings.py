@@ -1,0 +1,69 @@
+"""Settings for the test suite: a real PostgreSQL, never SQLite.
+
+DATABASE_URL when set; otherwise an embedded PostgreSQL from pgserver, started
+once per test session (worker subprocesses inherit its DATABASE_URL).
+"""
+
+import os
+
+import environ
+
+from durable_django.testing import ensure_database_url
+
+env = environ.Env()
+ensure_database_url()
+
+SECRET_KEY = "tests-only"
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+ROOT_URLCONF = "tests.urls"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+DATABASES = {"default": env.db("DATABASE_URL")}
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "durable_django",
+    "tests.workflows",
+]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+STATIC_URL = "/static/"
+
+# Short leases so fault tests (SIGKILL, SIGSTOP) see expiry in seconds.
+DURABLE = {
+    "LEASE_SECONDS": float(os.environ.get("DURABLE_TEST_LEASE_SECONDS", "30")),
+    "POLL_SECONDS": float(os.environ.get("DURABLE_TEST_POLL_SECONDS", "5")),
+    "DEFAULT_RETRY": {"max_attempts": 3, "initial_delay": 0.05, "max_delay": 0.2, "backoff": 2.0, "jitter": 0.0},
+    "MAX_RECOVERIES": int(os.environ.get("DURABLE_TEST_MAX_RECOVERIES", "10")),
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"durable_django": {"handlers": ["console"], "level": os.environ.get("DURABLE_TEST_LOG_LEVEL", "WARNING")}},
+}

@@ -1,0 +1,112 @@
+import json
+import uuid
+from datetime import datetime, timedelta
+
+import psycopg
+import pytest
+from django.db import transaction
+
+from durable_django import api
+from durable_django.exceptions import InvalidInput, UnknownFunction
+from durable_django.worker.listener import listen_connection_params
+from tests.helpers import run_in_threads, sql
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def count_runs():
+    return sql("SELECT count(*) FROM durable_run")[0][0]
+
+
+def test_twenty_threads_submitting_one_key_get_one_run():
+    runs = run_in_threads(20, lambda i: api.enqueue("tests.noop", {"n": i}, idempotency_key="order-42"))
+    assert len({run.run_id for run in runs}) == 1
+    assert count_runs() == 1
+    assert all(run.idempotency_key == "order-42" for run in runs)
+    stored_input = sql("SELECT input::text FROM durable_run")[0][0]
+    assert json.loads(stored_input) == runs[0].input
+
+
+def test_a_later_submit_returns_the_original_run_unchanged():
+    first = api.enqueue("tests.noop", {"a": 1}, idempotency_key="k", priority=5)
+    again = api.enqueue("tests.noop", {"a": 2}, idempotency_key="k", priority=-5, delay=60)
+    assert again.run_id == first.run_id
+    assert again.input == {"a": 1} and again.priority == 5 and again.available_at is None
+
+
+def test_rollback_leaves_no_row_and_wakes_no_listener():
+    with psycopg.connect(**listen_connection_params(), autocommit=True) as listener:
+        listener.execute('LISTEN "durable_wake"')
+        with pytest.raises(RuntimeError):
+            with transaction.atomic():
+                api.enqueue("tests.noop", {})
+                raise RuntimeError("roll back")
+        assert count_runs() == 0
+        assert list(listener.notifies(timeout=0.3)) == []
+        with transaction.atomic():
+            for _ in range(10):
+                api.enqueue("tests.noop", {})
+        heard = list(listener.notifies(timeout=0.5))
+    assert count_runs() == 10
+    assert [(n.channel, n.payload) for n in heard] == [("durable_wake", "default")]
+
+
+def test_coalescing_burst_joins_one_run_until_it_is_claimed():
+    from durable_django.store import runs as run_store
+    from durable_django.worker.loop import WorkerOptions, claim_bounds
+
+    burst = run_in_threads(10, lambda i: api.enqueue("tests.noop", {"i": i}, coalesce_key="refresh"))
+    assert len({run.run_id for run in burst}) == 1
+    claimed = run_store.claim(limit=5, lease_seconds=30, worker_id="t", bounds=claim_bounds(WorkerOptions()))
+    assert [run.run_id for run, _, _ in claimed] == [burst[0].run_id]
+    later = api.enqueue("tests.noop", {}, coalesce_key="refresh")
+    assert later.run_id != burst[0].run_id
+    assert api.enqueue("tests.noop", {}, coalesce_key="refresh").run_id == later.run_id
+
+
+def test_one_key_in_two_tenants_gives_two_runs_and_no_cross_tenant_read():
+    tenant_a, tenant_b = uuid.uuid4(), uuid.uuid4()
+    run_a = api.enqueue("tests.noop", {}, idempotency_key="k", tenant_id=tenant_a)
+    run_b = api.enqueue("tests.noop", {}, idempotency_key="k", tenant_id=tenant_b)
+    untagged = api.enqueue("tests.noop", {}, idempotency_key="k")
+    assert len({run_a.run_id, run_b.run_id, untagged.run_id}) == 3
+    assert sorted(r[0] for r in sql("SELECT idempotency_key FROM durable_run")) == sorted(
+        [f"{tenant_a}:k", f"{tenant_b}:k", ":k"])
+    assert run_a.idempotency_key == "k" and run_a.tenant_id == str(tenant_a)
+    assert api.get_run(run_a.run_id, tenant_id=tenant_b) is None
+    assert api.get_run(run_a.run_id, tenant_id=tenant_a).run_id == run_a.run_id
+    assert api.get_run(run_a.run_id).run_id == run_a.run_id  # the operator's unscoped view
+    assert [r.run_id for r in api.list_runs(tenant_id=tenant_b).items] == [run_b.run_id]
+
+
+def test_delay_and_available_at_set_when_a_run_becomes_claimable():
+    delayed = api.enqueue("tests.noop", {}, delay=timedelta(minutes=5))
+    at = datetime.fromisoformat("2099-01-01T00:00:00+00:00")
+    scheduled = api.enqueue("tests.noop", {}, available_at=at)
+    assert delayed.available_at > delayed.created_at + timedelta(minutes=4)
+    assert scheduled.available_at == at
+
+
+def test_json_null_input_and_output_are_stored_as_json_null():
+    run = api.enqueue("tests.noop", None)
+    assert sql("SELECT input IS NULL, jsonb_typeof(input) FROM durable_run WHERE run_id = %s", [run.run_id]) == [
+        (False, "null")]
+
+
+@pytest.mark.parametrize("call, error", [
+    (lambda: api.enqueue("tests.nobody", {}), UnknownFunction),
+    (lambda: api.enqueue("tests.noop", {"x": object()}), InvalidInput),
+    (lambda: api.enqueue("tests.noop", {"x": float("nan")}), InvalidInput),
+    (lambda: api.enqueue("tests.noop", {}, available_at=datetime(2030, 1, 1)), InvalidInput),
+    (lambda: api.enqueue("tests.noop", {}, delay=-1), InvalidInput),
+    (lambda: api.enqueue("tests.noop", {}, delay="soon"), InvalidInput),
+    (lambda: api.enqueue("tests.noop", {}, tenant_id="acme"), InvalidInput),
+    (lambda: api.enqueue("tests.noop", {}, priority=1000), InvalidInput),
+    (lambda: api.enqueue("tests.noop", {}, idempotency_key=""), InvalidInput),
+    (lambda: api.list_runs(cursor="not-a-cursor"), InvalidInput),
+    (lambda: api.get_run("x", tenant_id="not-a-uuid"), InvalidInput),
+])
+def test_bad_input_raises_a_typed_error_and_writes_nothing(call, error):
+    with pytest.raises(error):
+        call()
+    assert count_runs() == 0

@@ -1,0 +1,96 @@
+"""Fixture workflows, autodiscovered like any app's durable.py."""
+
+import asyncio
+import os
+import time
+
+from durable_django import RetryPolicy, durable_function
+
+from . import effects
+
+FAST_RETRY = RetryPolicy(max_attempts=3, initial_delay=0.2, max_delay=1.0, backoff=2.0, jitter=0.0)
+
+
+@durable_function("tests.noop")
+def noop(ctx, input):
+    return input
+
+
+@durable_function("tests.two_steps")
+def two_steps(ctx, input):
+    first = ctx.step("first", lambda: effects.record("first", ctx.run_id) or "one")
+
+    def second():
+        effects.record("second-started", ctx.run_id)
+        effects.touch("in-second")
+        time.sleep(input.get("second_sleep", 0))
+        return "two"
+
+    second_value = ctx.step("second", second)
+    return [first, second_value]
+
+
+@durable_function("tests.flaky", retry=FAST_RETRY)
+def flaky(ctx, input):
+    effects.record("flaky-attempt", str(ctx.attempt))
+    if ctx.attempt < input["succeed_on"]:
+        raise ValueError(f"attempt {ctx.attempt} fails on purpose")
+    return {"attempt": ctx.attempt}
+
+
+@durable_function("tests.always_fails", retry=FAST_RETRY)
+def always_fails(ctx, input):
+    effects.record("always-fails", str(ctx.attempt))
+    raise KeyError("broken on purpose")
+
+
+@durable_function("tests.versioned", version=2)
+def versioned_v2(ctx, input):
+    return {"version": 2}
+
+
+if not os.environ.get("DURABLE_TEST_WITHOUT_V1"):
+    @durable_function("tests.versioned", version=1)
+    def versioned_v1(ctx, input):
+        return {"version": 1}
+
+
+@durable_function("tests.async")
+async def async_workflow(ctx, input):
+    async def fetch():
+        await asyncio.sleep(0)
+        return input["x"] * 2
+
+    doubled = await ctx.step("double", fetch)
+    tripled = await ctx.step("triple", lambda: input["x"] * 3)
+    return {"doubled": doubled, "tripled": tripled}
+
+
+@durable_function("tests.slow")
+def slow(ctx, input):
+    effects.touch(f"slow-started-{input.get('tag', '')}")
+    time.sleep(input["seconds"])
+    effects.record("slow-finished", ctx.run_id)
+    return "slept"
+
+
+@durable_function("tests.falsy_steps")
+def falsy_steps(ctx, input):
+    values = [ctx.step(f"s{i}", lambda v=v: effects.record("falsy", repr(v)) or v)
+              for i, v in enumerate([None, 0, "", [], False])]
+    if ctx.attempt == 1:
+        raise RuntimeError("fail after journalling, so the retry replays")
+    return values
+
+
+@durable_function("tests.unserialisable")
+def unserialisable(ctx, input):
+    ctx.step("bad", lambda: object())
+    return "unreachable"
+
+
+@durable_function("tests.many_steps")
+def many_steps(ctx, input):
+    for index in range(input["steps"]):
+        ctx.step("noop", lambda: index, occurrence=index)
+    return input["steps"]
