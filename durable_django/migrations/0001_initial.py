@@ -107,23 +107,4 @@ class Migration(migrations.Migration):
                 'indexes': [models.Index(condition=models.Q(('enabled', True)), fields=['next_fire_at'], name='durable_schedule_due'), models.Index(condition=models.Q(('enabled', True)), fields=['tenant_id', 'next_fire_at'], name='durable_schedule_tenant_due')],
             },
         ),
-        # Django adds a text_pattern_ops "_like" index beside every text primary key,
-        # for LIKE queries nobody runs on these ids: dead weight on a hot table.
-        migrations.RunSQL(
-            sql=r"""
-            DO $$
-            DECLARE index_name text;
-            BEGIN
-                FOR index_name IN
-                    SELECT indexname FROM pg_indexes
-                    WHERE schemaname = current_schema()
-                      AND tablename IN ('durable_run', 'durable_schedule')
-                      AND indexname LIKE '%\_like'
-                LOOP
-                    EXECUTE format('DROP INDEX %I', index_name);
-                END LOOP;
-            END $$;
-            """,
-            reverse_sql=migrations.RunSQL.noop,
-        ),
     ]

@@ -371,7 +371,10 @@ def claim(*, limit: int, lease_seconds: float, worker_id: str, bounds: dict):
     with cursor() as cur:
         cur.execute(CLAIM, {**bounds, "limit": limit, "lease": lease_seconds, "worker_id": worker_id})
         rows = cur.fetchall()
-    return [(row_to_run(row), row[RUN_COLUMN_COUNT], row[RUN_COLUMN_COUNT + 1]) for row in rows]
+    claimed = [(row_to_run(row), row[RUN_COLUMN_COUNT], row[RUN_COLUMN_COUNT + 1]) for row in rows]
+    # UPDATE ... RETURNING does not keep the candidates' order: restore the claim order.
+    claimed.sort(key=lambda item: (-item[0].priority, item[0].created_at))
+    return claimed
 
 
 def seconds_until_next_due(bounds: dict) -> float | None:

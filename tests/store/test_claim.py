@@ -1,0 +1,104 @@
+import time
+from datetime import timedelta
+
+import pytest
+
+from durable_django import api
+from durable_django.store import runs as run_store
+from tests.helpers import run_in_threads, sql
+from tests.store.factories import claim, enqueue_many
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_two_claimers_racing_over_100_pending_runs_never_claim_one_twice():
+    runs = enqueue_many(100)
+
+    def claimer(index):
+        mine = []
+        while True:
+            batch = claim(limit=7, worker_id=f"w{index}")
+            if not batch:
+                return mine
+            mine.extend(run.run_id for run in batch)
+
+    first, second = run_in_threads(2, claimer)
+    assert not set(first) & set(second)
+    assert sorted(first + second) == sorted(run.run_id for run in runs)
+    assert sql("SELECT DISTINCT attempts, status FROM durable_run") == [(1, "running")]
+
+
+def test_claim_orders_by_priority_then_age_and_honours_filters():
+    low = api.enqueue("tests.noop", {}, priority=-5)
+    old = api.enqueue("tests.noop", {})
+    new = api.enqueue("tests.noop", {})
+    urgent = api.enqueue("tests.noop", {}, priority=10)
+    other_queue = api.enqueue("tests.noop", {}, queue="reports", priority=50)
+    future = api.enqueue("tests.noop", {}, delay=3600, priority=90)
+    order = [run.run_id for run in claim(limit=10, queues=["default"])]
+    assert order == [urgent.run_id, old.run_id, new.run_id, low.run_id]
+    assert [run.run_id for run in claim(queues=["reports"])] == [other_queue.run_id]
+    assert claim() == []
+    assert api.get_run(future.run_id).status == "pending"
+
+
+def test_a_worker_claims_only_pairs_it_has():
+    from durable_django.registry import registry
+
+    run = api.enqueue("tests.versioned", {}, version=1)
+    registration = registry.get("tests.versioned", 1)
+    registry.unregister("tests.versioned", 1)
+    try:
+        assert claim() == []
+        assert api.get_run(run.run_id).attempts == 0
+    finally:
+        registry.register("tests.versioned", 1, registration.fn, registration.retry)
+    assert [r.run_id for r in claim()] == [run.run_id]
+
+
+def test_an_expired_lease_is_reclaimed_with_attempts_advanced():
+    run = api.enqueue("tests.noop", {})
+    [first] = claim(lease_seconds=0.2, worker_id="dead")
+    assert claim() == []  # still leased
+    time.sleep(0.4)
+    [second] = claim(worker_id="alive")
+    assert second.run_id == run.run_id
+    assert (first.attempts, second.attempts) == (1, 2)
+    assert second.recoveries == 1 and second.failures == 0
+    assert second.worker_id == "alive"
+
+
+def test_a_stale_token_cannot_complete_fail_or_heartbeat_a_reclaimed_run():
+    api.enqueue("tests.noop", {})
+    [stale] = claim(lease_seconds=0.2)
+    time.sleep(0.4)
+    [fresh] = claim()
+    assert run_store.complete(stale.run_id, stale.attempts, '"stale"') is None
+    assert run_store.fail(stale.run_id, stale.attempts, error="x", error_type="X", final=True, delay=0) is None
+    assert run_store.heartbeat([(stale.run_id, stale.attempts)], 30) == {}
+    assert run_store.heartbeat([(fresh.run_id, fresh.attempts)], 30) == {fresh.run_id: False}
+    current = api.get_run(fresh.run_id)
+    assert (current.status, current.output, current.failures) == ("running", None, 0)
+    assert run_store.complete(fresh.run_id, fresh.attempts, '"fresh"') == "succeeded"
+    assert api.get_run(fresh.run_id).output == "fresh"
+
+
+def test_retry_backoff_sets_available_at_in_the_future_and_counts_failures_only():
+    api.enqueue("tests.noop", {})
+    [held] = claim()
+    assert run_store.fail(held.run_id, held.attempts, error="boom", error_type="builtins.ValueError",
+                          final=False, delay=60) == "pending"
+    run = api.get_run(held.run_id)
+    assert run.status == "pending" and run.failures == 1 and run.attempts == 1
+    assert run.available_at - run.updated_at >= timedelta(seconds=59)
+    assert run.error == "boom"
+    assert claim() == []
+
+
+def test_graceful_release_makes_a_run_claimable_at_once_without_counting():
+    api.enqueue("tests.noop", {})
+    [held] = claim()
+    assert run_store.release([(held.run_id, held.attempts)]) == 1
+    [again] = claim()
+    assert again.run_id == held.run_id
+    assert (again.attempts, again.recoveries, again.failures) == (2, 0, 0)

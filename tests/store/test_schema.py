@@ -1,0 +1,109 @@
+import re
+
+import pytest
+from django.core import checks
+from django.test import override_settings
+
+from tests.helpers import sql
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# The seed's recommended indexes (and keys), as definitions, whatever Django names them.
+SEED_DEFINITIONS = {
+    "durable_run": {
+        "UNIQUE (run_id)",
+        "UNIQUE (idempotency_key)",
+        "UNIQUE (coalesce_key) WHERE ((attempts = 0) AND (status = 'pending'::text))",
+        "(status, name, created_at)",
+        "(tenant_id, status, name, created_at)",
+        "(status, updated_at)",
+        "(created_at DESC, run_id DESC)",
+        "(tenant_id, created_at DESC, run_id DESC)",
+    },
+    "durable_step": {"UNIQUE (run_id, step_id)"},
+    "durable_schedule": {
+        "UNIQUE (schedule_id)",
+        "(next_fire_at) WHERE enabled",
+        "(tenant_id, next_fire_at) WHERE enabled",
+    },
+}
+# What the claim's own order and the cascades add beyond the seed.
+OWN_DEFINITIONS = {
+    "durable_run": {
+        "(priority DESC, created_at) WHERE (status = 'pending'::text)",
+        "(available_at) WHERE (status = 'waiting'::text)",
+        "(leased_until) WHERE (status = 'running'::text)",
+        "(parent_run_id) WHERE (parent_run_id IS NOT NULL)",
+    },
+    "durable_step": set(),
+    "durable_schedule": set(),
+}
+
+
+def index_definitions(table):
+    rows = sql("SELECT indexdef FROM pg_indexes WHERE tablename = %s", [table])
+    definitions = set()
+    for (indexdef,) in rows:
+        unique = "UNIQUE " if indexdef.startswith("CREATE UNIQUE") else ""
+        body = re.sub(r"^.* USING btree ", "", indexdef)
+        definitions.add(unique + body)
+    return definitions
+
+
+@pytest.mark.parametrize("table", sorted(SEED_DEFINITIONS))
+def test_indexes_match_the_seed_definitions_and_nothing_else(table):
+    assert index_definitions(table) == SEED_DEFINITIONS[table] | OWN_DEFINITIONS[table]
+
+
+def test_no_like_pattern_indexes_on_text_keys():
+    assert sql("SELECT indexname FROM pg_indexes WHERE tablename LIKE 'durable_%%' AND indexdef LIKE '%%pattern_ops%%'") == []
+
+
+def test_column_types_follow_the_seed():
+    rows = dict(sql(
+        "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'durable_run'"))
+    expected = {
+        "run_id": "text", "name": "text", "status": "text", "idempotency_key": "text", "coalesce_key": "text",
+        "input": "jsonb", "output": "jsonb", "error": "text", "tenant_id": "uuid", "attempts": "integer",
+        "leased_until": "timestamp with time zone", "available_at": "timestamp with time zone",
+        "created_at": "timestamp with time zone", "updated_at": "timestamp with time zone",
+        "cancel_requested_at": "timestamp with time zone", "cancel_refused_at": "timestamp with time zone",
+    }
+    assert {column: rows[column] for column in expected} == expected
+    assert sql("SELECT column_default FROM information_schema.columns "
+               "WHERE table_name = 'durable_run' AND column_name = 'attempts'") == [("0",)]
+
+
+def test_claim_on_100k_finished_runs_uses_indexes_not_a_sequential_scan():
+    from durable_django.store import runs as run_store
+    from durable_django.worker.loop import WorkerOptions, claim_bounds
+
+    sql("""
+        INSERT INTO durable_run (run_id, name, version, status, input, output, retry_policy, created_at,
+                                 updated_at, finished_at)
+        SELECT 'done-' || g, 'tests.noop', 1, 'succeeded', '{}', 'null', '{}',
+               now() - make_interval(secs => g), now() - make_interval(secs => g), now()
+        FROM generate_series(1, 100000) g
+    """)
+    sql("ANALYZE durable_run")
+    params = {**claim_bounds(WorkerOptions()), "limit": 10, "lease": 30, "worker_id": "explain"}
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("EXPLAIN " + run_store.CLAIM, params)
+        plan = "\n".join(row[0] for row in cur.fetchall())
+    assert "Seq Scan" not in plan, plan
+    # Pending runs are read in claim order from the partial index, with no sort.
+    assert "Index Scan using durable_run_claim_pending" in plan, plan
+
+
+def test_system_check_fails_on_a_database_that_is_not_postgresql():
+    from durable_django.checks import check_database
+
+    sqlite = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+    with override_settings(DATABASES=sqlite):
+        errors = check_database()
+    assert [error.id for error in errors] == ["durable_django.E001"]
+    assert "PostgreSQL" in errors[0].msg
+    assert check_database() == []
+    assert all(error.id != "durable_django.E001" for error in checks.run_checks())
