@@ -1,4 +1,5 @@
 import re
+import warnings
 
 import pytest
 from django.core import checks
@@ -101,8 +102,10 @@ def test_system_check_fails_on_a_database_that_is_not_postgresql():
     from durable_django.checks import check_database
 
     sqlite = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
-    with override_settings(DATABASES=sqlite):
-        errors = check_database()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Overriding setting DATABASES")
+        with override_settings(DATABASES=sqlite):
+            errors = check_database()
     assert [error.id for error in errors] == ["durable_django.E001"]
     assert "PostgreSQL" in errors[0].msg
     assert check_database() == []
