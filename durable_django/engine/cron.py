@@ -1,0 +1,141 @@
+"""Cron arithmetic: parse a schedule's expression and zone, and find its next tick.
+
+A cron expression names wall-clock times in the schedule's zone. Two DST rules
+turn those wall times into instants (docs/schedules.md explains them):
+
+- a wall time the clocks skip (spring forward) fires once, shifted forward by
+  the gap (02:30 becomes 03:30), never twice when that meets another tick;
+- a wall time the clocks repeat (fall back) fires once, at its first pass,
+  unless the schedule fires in every hour of the day: then it keeps its
+  real-time rhythm and fires in both passes, so ``*/15 * * * *`` never pauses
+  for an hour.
+
+Pure functions, no database: the store keeps ``next_fire_at`` as an instant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import CroniterBadDateError, CroniterError, croniter
+
+from ..exceptions import InvalidSchedule
+
+# Wider than any DST shift a zone has used (double summer time was two hours).
+_TRANSITION_WINDOW = timedelta(hours=3)
+_HOURS_OF_A_DAY = set(range(24))
+
+
+@dataclass(frozen=True, slots=True)
+class CronSpec:
+    """A validated cron expression and zone."""
+
+    expression: str
+    zone: ZoneInfo
+    # Six fields: the first one is seconds (croniter's default puts it last).
+    seconds_first: bool
+    # It fires in every hour of the day, so a repeated hour fires in both passes.
+    every_hour: bool
+
+    def wall_times(self, start: datetime) -> croniter:
+        return croniter(self.expression, start, ret_type=datetime, second_at_beginning=self.seconds_first)
+
+
+def normalize(expression) -> str:
+    """The expression with single spaces between fields, so an upsert compares like with like."""
+    if not isinstance(expression, str) or not expression.strip():
+        raise InvalidSchedule(f"a cron expression must be a non-empty string, got {expression!r}", cron=expression)
+    return " ".join(expression.split())
+
+
+def parse(expression, tz="UTC") -> CronSpec:
+    """Validate a cron expression and an IANA time zone name.
+
+    Args:
+        expression: five fields (minute hour day-of-month month day-of-week), six
+            with a leading seconds field, or an alias such as ``@daily``.
+        tz: an IANA zone name such as ``"Europe/Berlin"``.
+
+    Returns:
+        The parsed specification.
+
+    Raises:
+        InvalidSchedule: the expression or the zone is not valid, or the
+            expression never matches a date (``0 0 30 2 *``).
+    """
+    text = normalize(expression)
+    fields = text.split(" ")
+    if not text.startswith("@") and len(fields) not in (5, 6):
+        raise InvalidSchedule(
+            f"invalid cron expression {text!r}: give 5 fields, or 6 with seconds first", cron=text)
+    seconds_first = len(fields) == 6
+    try:
+        parsed = croniter(text, second_at_beginning=seconds_first)
+    except (CroniterError, ValueError, KeyError, TypeError) as exc:
+        raise InvalidSchedule(f"invalid cron expression {text!r}: {exc}", cron=text) from None
+    hours = parsed.expanded[1]
+    spec = CronSpec(
+        expression=text,
+        zone=zone(tz),
+        seconds_first=seconds_first,
+        every_hour=hours == ["*"] or set(hours) == _HOURS_OF_A_DAY,
+    )
+    next_fire_after(spec, datetime.now(timezone.utc))  # an expression that never matches fails here
+    return spec
+
+
+def zone(tz) -> ZoneInfo:
+    """The ZoneInfo of an IANA zone name; InvalidSchedule if there is none."""
+    if not isinstance(tz, str) or not tz:
+        raise InvalidSchedule(f"a time zone must be an IANA zone name, got {tz!r}", tz=tz)
+    try:
+        return ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise InvalidSchedule(f"unknown time zone {tz!r}", tz=tz) from exc
+
+
+def next_fire_after(spec: CronSpec, after: datetime) -> datetime:
+    """The first tick strictly after the instant ``after``, as an aware UTC datetime.
+
+    Raises:
+        InvalidSchedule: the expression matches no date at all.
+    """
+    if after.tzinfo is None:
+        raise ValueError("after must be timezone-aware")
+    local = after.astimezone(spec.zone).replace(tzinfo=None)
+    start = local
+    if spec.every_hour:
+        # Near a fall-back, a wall time up to one shift before ``local`` may have its second pass ahead.
+        shift = _offset(spec.zone, after - _TRANSITION_WINDOW) - _offset(spec.zone, after + _TRANSITION_WINDOW)
+        start = local - max(shift, timedelta(0))
+    walls = spec.wall_times(start)
+    best = None
+    while True:
+        try:
+            wall = walls.get_next(datetime)
+        except CroniterBadDateError:
+            raise InvalidSchedule(f"cron expression {spec.expression!r} matches no date",
+                                  cron=spec.expression) from None
+        instants = _instants(spec, wall)
+        for instant in instants:
+            if instant > after and (best is None or instant < best):
+                best = instant
+        # First passes only grow with the wall time: nothing later can come sooner.
+        if instants[0] > after:
+            return best
+
+
+def _offset(zone_info: ZoneInfo, instant: datetime) -> timedelta:
+    return instant.astimezone(zone_info).utcoffset()
+
+
+def _instants(spec: CronSpec, wall: datetime) -> list[datetime]:
+    """The instants one wall time fires at, first pass first."""
+    first = wall.replace(tzinfo=spec.zone, fold=0).astimezone(timezone.utc)
+    second = wall.replace(tzinfo=spec.zone, fold=1).astimezone(timezone.utc)
+    if second > first and spec.every_hour:
+        return [first, second]  # a repeated wall time, on a schedule that keeps its rhythm
+    # Ordinary, a repeated wall time's first pass, or a skipped one shifted by the gap (fold=0).
+    return [first]
