@@ -7,8 +7,9 @@ import pytest
 
 from tests.helpers import ROOT, subprocess_database_url
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def effects_dir(tmp_path, monkeypatch):
+    """Every test gets a fresh directory for workflow side effects (tests.workflows.effects)."""
     directory = tmp_path / "effects"
     directory.mkdir()
     monkeypatch.setenv("DURABLE_TEST_EFFECTS_DIR", str(directory))

@@ -7,10 +7,11 @@ otherwise the work is done and journalled under the claim's fence token.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import inspect
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-
-from asgiref.sync import sync_to_async
 
 from ..exceptions import Cancelled, InvalidInput, StepResultNotSerializable, Suspended
 from ..store import journal as journal_store
@@ -167,11 +168,17 @@ class Context:
 
 
 class AsyncContext:
-    """The context of an ``async def`` durable function: the same methods, awaited."""
+    """The context of an ``async def`` durable function: the same methods, awaited.
 
-    def __init__(self, attempt: Attempt):
+    Database work runs on one thread owned by the attempt (Django forbids it on
+    the event loop's thread); the engine closes that thread's connection when
+    the attempt ends.
+    """
+
+    def __init__(self, attempt: Attempt, executor: ThreadPoolExecutor):
         self._sync = Context(attempt)
         self._attempt = attempt
+        self._executor = executor
 
     run_id = property(lambda self: self._sync.run_id)
     name = property(lambda self: self._sync.name)
@@ -187,29 +194,33 @@ class AsyncContext:
     def idempotency_key(self, step_name: str, occurrence: int = 0) -> str:
         return self._sync.idempotency_key(step_name, occurrence)
 
+    async def _off_loop(self, fn, *args, **kwargs):
+        call = functools.partial(fn, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+
     async def step(self, name: str, fn, *, occurrence: int = 0, pivot: bool = False):
         sid = self._sync._enter(name, occurrence)
         if sid in self._attempt.journal:
             return self._attempt.journal[sid]
-        call = fn if inspect.iscoroutinefunction(fn) else sync_to_async(fn, thread_sensitive=False)
+        call = fn if inspect.iscoroutinefunction(fn) else functools.partial(self._off_loop, fn)
         if pivot:
             with self._attempt.pivot():
                 value = await call()
         else:
             value = await call()
-        return await sync_to_async(self._sync._record, thread_sensitive=False)(sid, name, value, pivot)
+        return await self._off_loop(self._sync._record, sid, name, value, pivot)
 
     async def sleep_for(self, name, delay, *, occurrence=0):
-        return await sync_to_async(self._sync.sleep_for, thread_sensitive=False)(name, delay, occurrence=occurrence)
+        return await self._off_loop(self._sync.sleep_for, name, delay, occurrence=occurrence)
 
     async def sleep_until(self, name, when, *, occurrence=0):
-        return await sync_to_async(self._sync.sleep_until, thread_sensitive=False)(name, when, occurrence=occurrence)
+        return await self._off_loop(self._sync.sleep_until, name, when, occurrence=occurrence)
 
     async def wait_for_signal(self, name, signal, **options):
-        return await sync_to_async(self._sync.wait_for_signal, thread_sensitive=False)(name, signal, **options)
+        return await self._off_loop(self._sync.wait_for_signal, name, signal, **options)
 
     async def spawn(self, name, function, input=None, **options):
-        return await sync_to_async(self._sync.spawn, thread_sensitive=False)(name, function, input, **options)
+        return await self._off_loop(self._sync.spawn, name, function, input, **options)
 
     async def wait_for_result(self, name, child_run_id, **options):
-        return await sync_to_async(self._sync.wait_for_result, thread_sensitive=False)(name, child_run_id, **options)
+        return await self._off_loop(self._sync.wait_for_result, name, child_run_id, **options)

@@ -6,6 +6,9 @@ import asyncio
 import inspect
 import logging
 import traceback
+from concurrent.futures import ThreadPoolExecutor
+
+from django.db import connections
 
 
 from ..conf import durable_settings
@@ -57,10 +60,10 @@ def execute(attempt: Attempt) -> str:
     except (UnknownFunction, ImportError, AttributeError) as exc:
         return _fail(attempt, exc, final=True)
     is_async = inspect.iscoroutinefunction(handler)
-    ctx = AsyncContext(attempt) if is_async else Context(attempt)
+    ctx = Context(attempt)
     try:
         if is_async:
-            result = _run_async(handler, ctx, attempt)
+            result, ctx = _run_async(handler, attempt)
         else:
             with attempt.user_code():
                 result = handler(ctx, run.input)
@@ -92,13 +95,21 @@ def execute(attempt: Attempt) -> str:
     return SUCCEEDED
 
 
-def _run_async(handler, ctx, attempt: Attempt):
+def _run_async(handler, attempt: Attempt):
+    """Run an async handler on a fresh event loop; its database work runs on a thread of its own."""
+    database_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="durable-async-db")
+    ctx = AsyncContext(attempt, database_thread)
+
     async def main():
         attempt.bind_async(asyncio.get_running_loop(), asyncio.current_task())
         attempt.check()
         return await handler(ctx, attempt.run.input)
 
-    return asyncio.run(main())
+    try:
+        return asyncio.run(main()), ctx
+    finally:
+        database_thread.submit(connections.close_all).result()
+        database_thread.shutdown()
 
 
 def _cancel(attempt: Attempt) -> str:

@@ -94,3 +94,67 @@ def many_steps(ctx, input):
     for index in range(input["steps"]):
         ctx.step("noop", lambda: index, occurrence=index)
     return input["steps"]
+
+
+@durable_function("tests.sleeper")
+def sleeper(ctx, input):
+    ctx.step("before", lambda: effects.record("before-sleep", ctx.run_id) or "before")
+    ctx.sleep_for("nap", input["seconds"])
+    return ctx.step("after", lambda: effects.record("after-sleep", ctx.run_id) or "after")
+
+
+@durable_function("tests.signal_waiter")
+def signal_waiter(ctx, input):
+    value = ctx.wait_for_signal("wait", "approval", timeout=input.get("timeout"), default="no answer")
+    return {"approval": value}
+
+
+@durable_function("tests.child")
+def child(ctx, input):
+    if input.get("fail"):
+        raise ValueError("child failed on purpose")
+    if input.get("wait_signal"):
+        ctx.wait_for_signal("hold", "go")
+    effects.record("child-ran", ctx.run_id)
+    return {"child_of": input.get("parent"), "value": input.get("value")}
+
+
+@durable_function("tests.parent")
+def parent(ctx, input):
+    child_id = ctx.spawn("spawn-child", "tests.child", {"parent": ctx.run_id, **input.get("child", {})})
+    effects.record("spawned", child_id)
+    if input.get("pause_after_spawn"):
+        effects.touch("spawned-marker")
+        time.sleep(input["pause_after_spawn"])
+    outcome = ctx.wait_for_result("wait-child", child_id, timeout=input.get("timeout"))
+    return {"child": child_id, "outcome": outcome}
+
+
+@durable_function("tests.grandparent")
+def grandparent(ctx, input):
+    child_id = ctx.spawn("spawn", "tests.parent", {"child": {"wait_signal": True}})
+    return ctx.wait_for_result("wait", child_id)
+
+
+@durable_function("tests.await_stranger")
+def await_stranger(ctx, input):
+    return ctx.wait_for_result("wait", input["run_id"])
+
+
+@durable_function("tests.pivot")
+def pivot(ctx, input):
+    ctx.step("ship", lambda: effects.record("shipped", ctx.run_id) or "shipped", pivot=True)
+    ctx.wait_for_signal("confirm", "confirm")
+    return "done"
+
+
+@durable_function("tests.busy_steps")
+def busy_steps(ctx, input):
+    for index in range(input.get("steps", 1000)):
+        ctx.step("tick", lambda: time.sleep(input.get("pause", 0.05)) or index, occurrence=index)
+    return "finished"
+
+
+@durable_function("tests.quick_then_done")
+def quick_then_done(ctx, input):
+    return ctx.step("only", lambda: "value")
