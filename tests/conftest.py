@@ -37,12 +37,13 @@ class WorkerProcesses:
         return env
 
     def start(self, *args, env=None, **env_overrides) -> subprocess.Popen:
-        log = open(self.tmp_path / f"worker-{len(self.procs)}.log", "w")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "django", "durable_worker", *args],
-            env=env or self.env(**env_overrides), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-        )
-        proc.log_path = log.name
+        log_path = self.tmp_path / f"worker-{len(self.procs)}.log"
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "django", "durable_worker", *args],
+                env=env or self.env(**env_overrides), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+            )
+        proc.log_path = log_path
         self.procs.append(proc)
         return proc
 
