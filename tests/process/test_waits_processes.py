@@ -1,0 +1,52 @@
+"""Sleeps and children with real worker processes."""
+
+import os
+import signal
+
+import pytest
+
+from durable_django import api
+from tests.helpers import sql, wait_until
+
+pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
+
+
+def status(run_id):
+    return api.get_run(run_id).status
+
+
+def test_a_single_slot_worker_runs_other_work_while_a_run_sleeps_and_resumes_it_after_its_deadline(workers):
+    sleeper = api.enqueue("tests.sleeper", {"seconds": 3})
+    workers.start("--concurrency", "1", DURABLE_TEST_POLL_SECONDS="30")
+    wait_until(lambda: status(sleeper.run_id) == "waiting", message="the sleeper to suspend")
+    others = [api.enqueue("tests.noop", {"n": n}) for n in range(20)]
+    wait_until(lambda: all(status(run.run_id) == "succeeded" for run in others), timeout=30,
+               message="other runs to finish while the sleeper sleeps")
+    assert status(sleeper.run_id) == "waiting"
+    wait_until(lambda: status(sleeper.run_id) == "succeeded", timeout=30, message="the sleeper to wake")
+    done = api.get_run(sleeper.run_id)
+    assert done.output == "after" and done.failures == 0
+
+
+def test_sigkill_between_spawn_and_the_next_step_still_yields_one_child(workers):
+    parent = api.enqueue("tests.parent", {"pause_after_spawn": 60})
+    marker = os.path.join(os.environ["DURABLE_TEST_EFFECTS_DIR"], "spawned-marker")
+    doomed = workers.start("--concurrency", "1", DURABLE_TEST_LEASE_SECONDS="2")
+    wait_until(lambda: os.path.exists(marker), message="the spawn to commit")
+    doomed.send_signal(signal.SIGKILL)
+    doomed.wait(timeout=10)
+    sql("UPDATE durable_run SET input = '{}' WHERE run_id = %s", [parent.run_id])
+    workers.start("--concurrency", "2", DURABLE_TEST_LEASE_SECONDS="2")
+    wait_until(lambda: status(parent.run_id) == "succeeded", timeout=60, message="the parent to finish")
+    children = sql("SELECT run_id FROM durable_run WHERE parent_run_id = %s", [parent.run_id])
+    assert len(children) == 1
+    assert api.get_run(parent.run_id).output["child"] == children[0][0]
+
+
+def test_a_signal_wakes_a_waiting_run_at_once_through_notify(workers):
+    run = api.enqueue("tests.signal_waiter", {})
+    workers.start("--concurrency", "1", DURABLE_TEST_POLL_SECONDS="60")
+    wait_until(lambda: status(run.run_id) == "waiting", message="the wait")
+    api.emit_signal(run.run_id, "approval", "go")
+    wait_until(lambda: status(run.run_id) == "succeeded", timeout=6, message="the signal to wake the run")
+    assert api.get_run(run.run_id).output == {"approval": "go"}
