@@ -1,0 +1,138 @@
+"""The worker's scheduler thread: settings sync, cron firing and the periodic purge.
+
+Every worker runs one (unless ``--no-scheduler`` or ``--burst``). They need no
+leader: each due schedule is fired under a row lock that the others skip, and
+its tick's run key is unique, so any number of schedulers fire a tick once.
+A scheduler fires only schedules of functions its worker has, within its
+worker's tenant; a schedule nobody can run stays due and blocks nobody.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+
+from django.db import DatabaseError, connections
+
+from . import api
+from . import schedules_api
+from .conf import durable_settings
+from .engine.values import seconds
+from .registry import registry
+from .store import schedules as schedule_store
+from .store.db import reset_connection
+
+logger = logging.getLogger("durable_django.scheduler")
+
+# Look for new or changed schedules at least this often (nothing notifies a schedule change).
+MAX_WAIT_SECONDS = 5.0
+# Added to each wait so that many workers do not all reach for the same tick at once.
+FIRE_JITTER_SECONDS = 1.0
+# Schedules fired per transaction; a full batch is followed by another at once.
+FIRE_BATCH = 100
+# The periodic purge runs when the scheduler starts, then this often.
+PURGE_INTERVAL_SECONDS = 3600.0
+
+
+class SchedulerThread(threading.Thread):
+    """Fires due schedules until ``halt_event`` is set.
+
+    Args:
+        options: the worker's WorkerOptions (its functions bound what it fires; its tenant, which schedules).
+        halt_event: set when the worker shuts down.
+    """
+
+    def __init__(self, options, halt_event: threading.Event):
+        super().__init__(name="durable-scheduler", daemon=True)
+        self.options = options
+        self.halt_event = halt_event
+        self.names = sorted({name for name, _ in registry.pairs(options.functions)})
+        self.tenant_id = options.tenant_id
+        # Set once the settings sync has been attempted (tests wait for it).
+        self.synced = threading.Event()
+        self._next_purge = time.monotonic()
+
+    def run(self) -> None:
+        try:
+            self._sync_settings()
+            self.synced.set()
+            backoff = 0.1
+            while not self.halt_event.is_set():
+                try:
+                    wait = self.step()
+                    backoff = 0.1
+                except DatabaseError as exc:
+                    logger.warning("scheduler: database error (%s); retrying in %.1fs", exc, backoff)
+                    reset_connection()
+                    wait, backoff = backoff, min(backoff * 2, MAX_WAIT_SECONDS)
+                except Exception:  # noqa: BLE001 - the scheduler must outlive a bug in one pass
+                    logger.exception("scheduler: unexpected error; retrying in %.0fs", MAX_WAIT_SECONDS)
+                    wait = MAX_WAIT_SECONDS
+                self.halt_event.wait(wait)
+        finally:
+            self.synced.set()
+            connections.close_all()
+
+    def step(self) -> float:
+        """One pass: fire what is due, purge when it is time; returns the seconds to wait."""
+        self._fire_due()
+        self._purge_if_due()
+        due = schedule_store.seconds_until_next_due(names=self.names, tenant_id=self.tenant_id) \
+            if self.names else None
+        wait = MAX_WAIT_SECONDS if due is None else min(max(due, 0.0), MAX_WAIT_SECONDS)
+        return max(wait + random.uniform(0, FIRE_JITTER_SECONDS), 0.05)
+
+    def _fire_due(self) -> None:
+        while not self.halt_event.is_set():
+            fired = schedules_api.fire_due(names=self.names, tenant_id=self.tenant_id, limit=FIRE_BATCH)
+            for outcome in fired:
+                schedule = outcome.schedule
+                if outcome.error is None:
+                    logger.info("schedule %s fired its tick %s: run %s (%s)", schedule.schedule_id,
+                                schedule.next_fire_at.isoformat(), outcome.run.run_id, schedule.name)
+                else:
+                    logger.error("schedule %s (tenant %s) could not fire (%s: %s); postponed by %s",
+                                 schedule.schedule_id, schedule.tenant_id or "-", type(outcome.error).__name__,
+                                 outcome.error, schedule_store.FIRE_FAILURE_BACKOFF)
+            if len(fired) < FIRE_BATCH:
+                return
+
+    def _purge_if_due(self) -> None:
+        purge_after = seconds(durable_settings.PURGE_AFTER, what='DURABLE["PURGE_AFTER"]')
+        if purge_after is None or time.monotonic() < self._next_purge:
+            return
+        self._next_purge = time.monotonic() + PURGE_INTERVAL_SECONDS
+        # One worker purges at a time; the others skip this round.
+        if not schedule_store.try_purge_lock():
+            return
+        try:
+            deleted = api.purge_finished(older_than=purge_after)
+            logger.info("purged %d finished run(s) older than %ss", deleted, purge_after)
+        finally:
+            schedule_store.release_purge_lock()
+
+    def _sync_settings(self) -> None:
+        """Sync DURABLE["SCHEDULES"], retrying database errors until it succeeds or the worker stops."""
+        backoff = 0.1
+        while not self.halt_event.is_set():
+            try:
+                upserted, deleted, invalid = schedules_api.sync_settings_schedules(durable_settings.SCHEDULES)
+                break
+            except DatabaseError as exc:
+                logger.warning("scheduler: settings sync failed (%s); retrying in %.1fs", exc, backoff)
+                reset_connection()
+                self.halt_event.wait(backoff)
+                backoff = min(backoff * 2, MAX_WAIT_SECONDS)
+        else:
+            return
+        for schedule_id, error in invalid.items():
+            logger.error('DURABLE["SCHEDULES"][%r] is invalid and was not synced: %s', schedule_id, error)
+        if upserted or deleted:
+            logger.info("synced %d schedule(s) from settings; removed %d no longer declared: %s",
+                        len(upserted), len(deleted), ", ".join(deleted) or "-")
+        for schedule in schedules_api.list_schedules(tenant_id=self.tenant_id):
+            if schedule.enabled and not registry.knows(schedule.name):
+                logger.warning("schedule %s names function %r, which this worker does not have; "
+                               "it waits for a worker that does", schedule.schedule_id, schedule.name)

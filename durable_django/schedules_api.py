@@ -1,0 +1,252 @@
+"""Cron schedules: the client API (``schedule``, ``unschedule``) and the operator's helpers.
+
+A schedule enqueues one run of a durable function per cron tick, keyed by
+(schedule, tick) so that no tick ever makes two runs. Schedule ids are
+tenant-scoped like idempotency keys. Every call takes part in the caller's
+transaction on the ``DURABLE["DATABASE"]`` alias. Semantics (misfires, DST,
+settings) are in docs/schedules.md.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from django.db import transaction
+
+from .engine import cron as cron_math
+from .engine import submit
+from .engine.values import json_text
+from .exceptions import DurableError, InvalidInput, InvalidSchedule
+from .registry import registry, validate_name
+from .store import schedules as schedule_store
+from .store.db import connection
+from .store.schedules import Fired
+from .tenancy import normalize_tenant, scope
+from .types import Run, Schedule
+
+API_SOURCE, SETTINGS_SOURCE = "api", "settings"
+
+
+def schedule(schedule_id: str, name: str, cron: str, *, input=None, tz: str = "UTC", tenant_id=None,
+             enabled: bool = True) -> Schedule:
+    """Create or update a cron schedule that enqueues ``name`` at every tick.
+
+    An update keeps the pending ``next_fire_at`` while ``cron`` and ``tz`` are
+    unchanged, so a restart never skips the fire owed after downtime; changing
+    either recomputes it. Enabling a disabled schedule does not fire the ticks
+    that passed while it was off.
+
+    Args:
+        schedule_id: the schedule's id, unique per tenant.
+        name: the durable function each tick enqueues (registered in this process).
+        cron: five fields, six with a leading seconds field, or an alias like ``@daily``.
+        input: the JSON value every run gets as its input.
+        tz: the IANA zone the cron's wall-clock times are read in.
+        tenant_id: a UUID scoping the id and the runs; None is the untagged namespace.
+        enabled: a disabled schedule keeps its row and fires nothing.
+
+    Returns:
+        The stored schedule.
+
+    Raises:
+        InvalidSchedule: the cron expression or the zone is invalid; nothing is written.
+        UnknownFunction: no function ``name`` is registered.
+        InvalidInput: a bad id, tenant or input; nothing is written.
+    """
+    params = _schedule_params(schedule_id, name, cron, input=input, tz=tz, tenant_id=tenant_id,
+                              enabled=enabled, source=API_SOURCE)
+    return _upsert(params, keep_disabled=False)
+
+
+def unschedule(schedule_id: str, *, tenant_id=None) -> bool:
+    """Delete a schedule; runs it already enqueued are not touched.
+
+    Returns:
+        True if the schedule existed (in this tenant's namespace).
+    """
+    return schedule_store.delete(_stored_id(schedule_id, tenant_id))
+
+
+def get_schedule(schedule_id: str, *, tenant_id=None) -> Schedule | None:
+    """The schedule with this id in this tenant's namespace (None: the untagged one), or None."""
+    return schedule_store.get(_stored_id(schedule_id, tenant_id))
+
+
+def list_schedules(*, tenant_id=None) -> list[Schedule]:
+    """Every schedule by id; one tenant's when ``tenant_id`` is given (None: the operator's view of all)."""
+    return schedule_store.list_all(normalize_tenant(tenant_id))
+
+
+def set_schedule_enabled(schedule_id: str, enabled: bool, *, tenant_id=None) -> Schedule:
+    """Enable or disable a schedule (the admin's action).
+
+    Re-enabling does not fire ticks that passed while the schedule was off. A
+    schedule declared in ``DURABLE["SCHEDULES"]`` stays disabled across worker
+    restarts.
+
+    Returns:
+        The updated schedule.
+
+    Raises:
+        InvalidInput: no such schedule in this tenant's namespace.
+    """
+    if not isinstance(enabled, bool):
+        raise InvalidInput(f"enabled must be a bool, got {enabled!r}")
+    stored_id = _stored_id(schedule_id, tenant_id)
+    with transaction.atomic(using=connection().alias):
+        locked = schedule_store.lock(stored_id)
+        if locked is None:
+            raise InvalidInput(f"no schedule {schedule_id!r}", schedule_id=schedule_id)
+        current, now = locked
+        try:
+            fresh = cron_math.next_fire_after(cron_math.parse(current.cron, current.tz), now)
+        except InvalidSchedule:
+            fresh = None  # a corrupt stored cron keeps its next_fire_at; firing will postpone it
+        return schedule_store.set_enabled(stored_id, enabled, fresh)
+
+
+def fire_schedule_now(schedule_id: str, *, tenant_id=None) -> Run:
+    """Enqueue one run of the schedule now, enabled or not, leaving its regular ticks as they are.
+
+    Returns:
+        The run, keyed ``schedule:{id}:manual:{now}``.
+
+    Raises:
+        InvalidInput: no such schedule in this tenant's namespace.
+        UnknownFunction: this process has no function of the schedule's name.
+    """
+    stored_id = _stored_id(schedule_id, tenant_id)
+    with transaction.atomic(using=connection().alias):
+        locked = schedule_store.lock(stored_id)
+        if locked is None:
+            raise InvalidInput(f"no schedule {schedule_id!r}", schedule_id=schedule_id)
+        current, now = locked
+        run = _enqueue(current, f"schedule:{current.schedule_id}:manual:{_stamp(now)}")
+        schedule_store.mark_fired(stored_id)
+        return run
+
+
+def tick_key(schedule_id: str, tick: datetime) -> str:
+    """The idempotency key of the run a schedule enqueues for one tick."""
+    return f"schedule:{schedule_id}:{_stamp(tick)}"
+
+
+def fire_due(*, names: list[str], tenant_id: str | None, limit: int = 100) -> list[Fired]:
+    """Fire the due schedules of functions in ``names`` (the scheduler's step).
+
+    Misfire policy: a schedule found due fires once, for its owed tick (the
+    stored ``next_fire_at``), however many ticks passed, and moves on to the
+    first tick after now.
+
+    Returns:
+        One Fired per schedule this call handled; an error postpones only its own schedule.
+    """
+    if not names:
+        return []
+    return schedule_store.claim_due(names=names, tenant_id=tenant_id, limit=limit, fire=fire_tick)
+
+
+def sync_settings_schedules(declared: dict) -> tuple[list[Schedule], list[str], dict[str, Exception]]:
+    """Make the settings-sourced schedules match ``DURABLE["SCHEDULES"]`` (``declared``).
+
+    Entries are upserted keeping ``next_fire_at`` while cron and zone hold, and
+    never re-enabled once an operator disabled them; settings-sourced schedules
+    whose entry is gone are deleted. An invalid entry is reported and skipped
+    (its stored schedule, if any, is left as it is).
+
+    Returns:
+        (schedules upserted, stored ids deleted, {entry id: error} for invalid entries).
+    """
+    if not isinstance(declared, dict):
+        raise InvalidInput('DURABLE["SCHEDULES"] must be a dict of schedule id -> entry')
+    valid, invalid, kept_ids = [], {}, []
+    for schedule_id in sorted(declared, key=str):
+        entry = declared[schedule_id]
+        try:
+            params = _settings_params(schedule_id, entry)
+        except DurableError as exc:
+            invalid[schedule_id] = exc
+            tenant = entry.get("tenant_id") if isinstance(entry, dict) else None
+            try:
+                kept_ids.append(_stored_id(schedule_id, tenant))
+            except InvalidInput:
+                pass
+            continue
+        valid.append(params)
+        kept_ids.append(params["schedule_id"])
+    with transaction.atomic(using=connection().alias):
+        upserted = [_upsert(params, keep_disabled=True) for params in valid]
+        deleted = schedule_store.delete_undeclared(kept_ids)
+    return upserted, deleted, invalid
+
+
+_ENTRY_KEYS = {"name", "cron", "tz", "input", "tenant_id", "enabled"}
+
+
+def _settings_params(schedule_id, entry) -> dict:
+    if not isinstance(entry, dict):
+        raise InvalidInput(f"schedule {schedule_id!r}: an entry must be a dict")
+    unknown = set(entry) - _ENTRY_KEYS
+    if unknown:
+        raise InvalidInput(f"schedule {schedule_id!r}: unknown keys {sorted(unknown)}")
+    missing = {"name", "cron"} - set(entry)
+    if missing:
+        raise InvalidInput(f"schedule {schedule_id!r}: missing {sorted(missing)}")
+    return _schedule_params(
+        schedule_id, entry["name"], entry["cron"], input=entry.get("input"), tz=entry.get("tz", "UTC"),
+        tenant_id=entry.get("tenant_id"), enabled=entry.get("enabled", True), source=SETTINGS_SOURCE,
+    )
+
+
+def _schedule_params(schedule_id, name, cron_expression, *, input, tz, tenant_id, enabled, source) -> dict:
+    """Validate everything a schedule names; nothing is written before this passes."""
+    stored_id = _stored_id(schedule_id, tenant_id)
+    validate_name(name)
+    registry.newest(name)  # UnknownFunction, like enqueue
+    if not isinstance(enabled, bool):
+        raise InvalidInput(f"enabled must be a bool, got {enabled!r}")
+    spec = cron_math.parse(cron_expression, tz)
+    return {
+        "schedule_id": stored_id,
+        "name": name,
+        "cron": spec.expression,
+        "tz": tz,
+        "input": json_text(input, what="input"),
+        "tenant_id": normalize_tenant(tenant_id),
+        "enabled": enabled,
+        "source": source,
+        "spec": spec,
+    }
+
+
+def _upsert(params: dict, *, keep_disabled: bool) -> Schedule:
+    spec = params.pop("spec")
+    with transaction.atomic(using=connection().alias):
+        params["next_fire_at"] = cron_math.next_fire_after(spec, schedule_store.database_now())
+        return schedule_store.upsert(params, keep_disabled=keep_disabled)
+
+
+def _stored_id(schedule_id, tenant_id) -> str:
+    return scope(schedule_id, normalize_tenant(tenant_id), what="schedule_id")
+
+
+def fire_tick(current: Schedule, now: datetime) -> tuple[Run, datetime]:
+    """Enqueue the run of a due schedule's owed tick; returns it with the first tick after ``now``.
+
+    Raises:
+        InvalidSchedule: the stored cron or zone is corrupt (checked before anything is enqueued).
+    """
+    spec = cron_math.parse(current.cron, current.tz)
+    run = _enqueue(current, tick_key(current.schedule_id, current.next_fire_at))
+    return run, cron_math.next_fire_after(spec, now)
+
+
+def _enqueue(current: Schedule, key: str) -> Run:
+    """Enqueue through the normal submit path: retry snapshot, tenant scoping, NOTIFY on commit."""
+    return submit.insert_or_join(submit.build(
+        current.name, current.input, idempotency_key=key, tenant_id=current.tenant_id,
+    ))
+
+
+def _stamp(instant: datetime) -> str:
+    return instant.astimezone(timezone.utc).isoformat()

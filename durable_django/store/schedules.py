@@ -1,0 +1,245 @@
+"""Statements on durable_schedule: upsert, delete, read, enable, and the due claim.
+
+Schedule ids arrive here already tenant-scoped (``{tenant_id}:{id}`` or ``:{id}``).
+The due claim locks due rows under ``FOR UPDATE SKIP LOCKED`` and, in the same
+transaction, lets the caller enqueue each tick's run and then advances
+``next_fire_at``: any number of schedulers fire each tick once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Callable
+
+from django.db import transaction
+
+from ..types import Run, Schedule
+from .db import SCHEDULE_COLUMNS, connection, cursor, row_to_schedule
+
+# How far a schedule that failed to fire (corrupt cron or zone, enqueue error) is pushed back,
+# so it leaves the head of the due order and blocks no other schedule.
+FIRE_FAILURE_BACKOFF = timedelta(hours=1)
+
+# Insert or update one schedule. next_fire_at is kept while cron and tz are unchanged,
+# so a restart never skips the fire owed after downtime. A disabled schedule that is
+# enabled again does not owe the ticks that passed meanwhile. With keep_disabled
+# (settings sync) an operator's disable survives: enabled only ever goes down.
+UPSERT = f"""
+INSERT INTO durable_schedule AS s (
+    schedule_id, name, cron, tz, input, next_fire_at, enabled, tenant_id, source, created_at, updated_at)
+VALUES (%(schedule_id)s, %(name)s, %(cron)s, %(tz)s, %(input)s::jsonb, %(next_fire_at)s, %(enabled)s,
+        %(tenant_id)s, %(source)s, now(), now())
+ON CONFLICT (schedule_id) DO UPDATE SET
+    name = EXCLUDED.name,
+    input = EXCLUDED.input,
+    source = EXCLUDED.source,
+    cron = EXCLUDED.cron,
+    tz = EXCLUDED.tz,
+    enabled = CASE WHEN %(keep_disabled)s THEN s.enabled AND EXCLUDED.enabled ELSE EXCLUDED.enabled END,
+    next_fire_at = CASE
+        WHEN s.cron IS DISTINCT FROM EXCLUDED.cron OR s.tz IS DISTINCT FROM EXCLUDED.tz THEN EXCLUDED.next_fire_at
+        WHEN NOT s.enabled AND EXCLUDED.enabled AND NOT %(keep_disabled)s AND s.next_fire_at <= now()
+            THEN EXCLUDED.next_fire_at
+        ELSE s.next_fire_at END,
+    updated_at = now()
+RETURNING {SCHEDULE_COLUMNS}
+"""
+
+DELETE = "DELETE FROM durable_schedule WHERE schedule_id = %s"
+
+# Settings-declared schedules whose entry is gone.
+DELETE_UNDECLARED = """
+DELETE FROM durable_schedule WHERE source = 'settings' AND NOT (schedule_id = ANY(%s::text[]))
+RETURNING schedule_id
+"""
+
+SELECT_ONE = f"SELECT {SCHEDULE_COLUMNS} FROM durable_schedule WHERE schedule_id = %s"
+
+LOCK_ONE = f"SELECT {SCHEDULE_COLUMNS}, now() FROM durable_schedule WHERE schedule_id = %s FOR UPDATE"
+
+# All schedules, or one tenant's, by id.
+SELECT_ALL = f"""
+SELECT {SCHEDULE_COLUMNS} FROM durable_schedule
+WHERE (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tenant_id)s::uuid)
+ORDER BY schedule_id
+"""
+
+# Enable or disable; re-enabling a schedule whose tick passed while it was disabled moves it to the next tick.
+SET_ENABLED = f"""
+UPDATE durable_schedule SET
+    next_fire_at = CASE WHEN %(enabled)s AND NOT enabled AND next_fire_at <= now()
+                             AND %(fresh)s::timestamptz IS NOT NULL
+                        THEN %(fresh)s::timestamptz ELSE next_fire_at END,
+    enabled = %(enabled)s,
+    updated_at = now()
+WHERE schedule_id = %(schedule_id)s
+RETURNING {SCHEDULE_COLUMNS}
+"""
+
+_BOUNDS = """
+  AND name = ANY(%(names)s::text[])
+  AND (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tenant_id)s::uuid)
+"""
+
+# Due enabled schedules of functions this scheduler can run, oldest tick first, skipping rows
+# another scheduler holds (it is firing them right now).
+CLAIM_DUE = f"""
+SELECT {SCHEDULE_COLUMNS}, schedule_id, now() FROM durable_schedule
+WHERE enabled AND next_fire_at <= now() {_BOUNDS}
+ORDER BY next_fire_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED
+"""
+
+ADVANCE = """
+UPDATE durable_schedule SET next_fire_at = %(next_fire_at)s, last_fired_at = now()
+WHERE schedule_id = %(schedule_id)s
+"""
+
+POSTPONE = """
+UPDATE durable_schedule SET next_fire_at = now() + make_interval(secs => %(seconds)s::float8)
+WHERE schedule_id = %(schedule_id)s
+"""
+
+MARK_FIRED = "UPDATE durable_schedule SET last_fired_at = now() WHERE schedule_id = %s"
+
+# Seconds until the next tick this scheduler could fire (negative when one is overdue).
+NEXT_DUE = f"""
+SELECT extract(epoch FROM min(next_fire_at) - now())::float8 FROM durable_schedule
+WHERE enabled {_BOUNDS}
+"""
+
+SELECT_NOW = "SELECT now()"
+
+# Periodic purges take turns across workers: one session at a time holds this lock.
+TRY_PURGE_LOCK = "SELECT pg_try_advisory_lock(hashtext('durable_django.purge'))"
+PURGE_UNLOCK = "SELECT pg_advisory_unlock(hashtext('durable_django.purge'))"
+
+
+@dataclass(frozen=True, slots=True)
+class Fired:
+    """What one due schedule's fire did: the run it enqueued, or the error that postponed it."""
+
+    schedule: Schedule
+    run: Run | None
+    error: Exception | None
+
+
+def database_now() -> datetime:
+    """The database's clock (the transaction's start inside a transaction)."""
+    with cursor() as cur:
+        cur.execute(SELECT_NOW)
+        return cur.fetchone()[0]
+
+
+def upsert(params: dict, *, keep_disabled: bool = False) -> Schedule:
+    with cursor() as cur:
+        cur.execute(UPSERT, {**params, "keep_disabled": keep_disabled})
+        return row_to_schedule(cur.fetchone())
+
+
+def delete(schedule_id: str) -> bool:
+    with cursor() as cur:
+        cur.execute(DELETE, [schedule_id])
+        return cur.rowcount > 0
+
+
+def delete_undeclared(declared_ids: list[str]) -> list[str]:
+    """Delete settings-sourced schedules not in ``declared_ids``; returns the stored ids deleted."""
+    with cursor() as cur:
+        cur.execute(DELETE_UNDECLARED, [list(declared_ids)])
+        return [row[0] for row in cur.fetchall()]
+
+
+def get(schedule_id: str) -> Schedule | None:
+    with cursor() as cur:
+        cur.execute(SELECT_ONE, [schedule_id])
+        row = cur.fetchone()
+    return row_to_schedule(row) if row else None
+
+
+def lock(schedule_id: str) -> tuple[Schedule, datetime] | None:
+    """Lock one schedule row for the caller's transaction; returns it with the database's now."""
+    with cursor() as cur:
+        cur.execute(LOCK_ONE, [schedule_id])
+        row = cur.fetchone()
+    return (row_to_schedule(row), row[-1]) if row else None
+
+
+def list_all(tenant_id: str | None) -> list[Schedule]:
+    with cursor() as cur:
+        cur.execute(SELECT_ALL, {"tenant_id": tenant_id})
+        return [row_to_schedule(row) for row in cur.fetchall()]
+
+
+def set_enabled(schedule_id: str, enabled: bool, fresh_next_fire_at: datetime | None) -> Schedule | None:
+    with cursor() as cur:
+        cur.execute(SET_ENABLED, {"schedule_id": schedule_id, "enabled": enabled, "fresh": fresh_next_fire_at})
+        row = cur.fetchone()
+    return row_to_schedule(row) if row else None
+
+
+def mark_fired(schedule_id: str) -> None:
+    with cursor() as cur:
+        cur.execute(MARK_FIRED, [schedule_id])
+
+
+def claim_due(*, names: list[str], tenant_id: str | None, limit: int,
+              fire: Callable[[Schedule, datetime], tuple[Run, datetime]]) -> list[Fired]:
+    """Fire up to ``limit`` due schedules in one transaction.
+
+    For each locked due schedule, ``fire(schedule, database_now)`` enqueues the
+    tick's run and returns it with the next fire time; the row advances before
+    the transaction commits. A ``fire`` that raises is rolled back to its
+    savepoint and the schedule is postponed by FIRE_FAILURE_BACKOFF, so it
+    never blocks the others.
+
+    Args:
+        names: function names this scheduler can run; other schedules stay due for another worker.
+        tenant_id: only this tenant's schedules, or None for all.
+        limit: at most this many schedules in one transaction.
+        fire: enqueues one schedule's tick.
+
+    Returns:
+        One Fired per due schedule this call locked.
+    """
+    alias = connection().alias
+    outcomes = []
+    with transaction.atomic(using=alias):
+        with cursor() as cur:
+            cur.execute(CLAIM_DUE, {"names": list(names), "tenant_id": tenant_id, "limit": limit})
+            rows = cur.fetchall()
+        for row in rows:
+            schedule, stored_id, now = row_to_schedule(row), row[-2], row[-1]
+            try:
+                with transaction.atomic(using=alias):
+                    run, next_fire_at = fire(schedule, now)
+                    with cursor() as cur:
+                        cur.execute(ADVANCE, {"schedule_id": stored_id, "next_fire_at": next_fire_at})
+            except Exception as exc:  # noqa: BLE001 - one schedule's failure must not stop the batch
+                with cursor() as cur:
+                    cur.execute(POSTPONE, {"schedule_id": stored_id,
+                                           "seconds": FIRE_FAILURE_BACKOFF.total_seconds()})
+                outcomes.append(Fired(schedule, None, exc))
+            else:
+                outcomes.append(Fired(schedule, run, None))
+    return outcomes
+
+
+def seconds_until_next_due(*, names: list[str], tenant_id: str | None) -> float | None:
+    with cursor() as cur:
+        cur.execute(NEXT_DUE, {"names": list(names), "tenant_id": tenant_id})
+        return cur.fetchone()[0]
+
+
+def try_purge_lock() -> bool:
+    """Take the periodic-purge lock on this thread's session, if no other session holds it."""
+    with cursor() as cur:
+        cur.execute(TRY_PURGE_LOCK)
+        return cur.fetchone()[0]
+
+
+def release_purge_lock() -> None:
+    with cursor() as cur:
+        cur.execute(PURGE_UNLOCK)
