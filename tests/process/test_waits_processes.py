@@ -50,3 +50,28 @@ def test_a_signal_wakes_a_waiting_run_at_once_through_notify(workers):
     api.emit_signal(run.run_id, "approval", "go")
     wait_until(lambda: status(run.run_id) == "succeeded", timeout=6, message="the signal to wake the run")
     assert api.get_run(run.run_id).output == {"approval": "go"}
+
+
+def test_cancelling_a_running_run_lands_it_cancelled_at_its_next_step(workers):
+    from durable_django import CancelOutcome
+
+    run = api.enqueue("tests.busy_steps", {"steps": 10000, "pause": 0.02})
+    workers.start("--concurrency", "1")
+    wait_until(lambda: sql("SELECT count(*) FROM durable_step WHERE run_id = %s", [run.run_id])[0][0] > 3,
+               message="the run to be busy")
+    assert api.cancel(run.run_id) == CancelOutcome.REQUESTED
+    wait_until(lambda: status(run.run_id) == "cancelled", timeout=10, message="the cancel to land")
+    cancelled = api.get_run(run.run_id)
+    assert cancelled.output is None and cancelled.leased_until is None
+
+
+def test_cancelling_a_run_inside_a_long_step_lands_it_at_the_heartbeat(workers):
+    from durable_django import CancelOutcome
+
+    run = api.enqueue("tests.slow", {"seconds": 60, "tag": "hb"})
+    workers.start("--concurrency", "1", DURABLE_TEST_LEASE_SECONDS="1.5")
+    wait_until(lambda: os.path.exists(os.path.join(os.environ["DURABLE_TEST_EFFECTS_DIR"], "slow-started-hb")),
+               message="the attempt to start")
+    assert api.cancel(run.run_id) == CancelOutcome.REQUESTED
+    wait_until(lambda: status(run.run_id) == "cancelled", timeout=10, message="the heartbeat to land the cancel")
+    assert api.get_run(run.run_id).output is None
