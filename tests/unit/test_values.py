@@ -1,0 +1,84 @@
+"""Pure tests: retry math, registry rules, tenancy, durations and command argument types."""
+
+import argparse
+import random
+import uuid
+from datetime import datetime, timedelta
+
+import pytest
+
+from durable_django.engine.values import aware, seconds
+from durable_django.exceptions import DuplicateRegistration, InvalidInput
+from durable_django.management.arguments import duration, name_list, positive_int, tenant
+from durable_django.registry import Registry
+from durable_django.tenancy import normalize_tenant, scope, unscope
+from durable_django.types import RetryPolicy
+
+
+def test_retry_delay_grows_by_backoff_and_caps_at_max_delay_without_jitter():
+    policy = RetryPolicy(initial_delay=1.0, backoff=2.0, max_delay=5.0, jitter=0.0)
+    assert [policy.delay_before_retry(n) for n in range(1, 6)] == [1.0, 2.0, 4.0, 5.0, 5.0]
+
+
+def test_full_jitter_draws_between_zero_and_the_base_delay():
+    policy = RetryPolicy(initial_delay=8.0, backoff=1.0, jitter=1.0)
+    draws = [policy.delay_before_retry(1, random.Random(seed)) for seed in range(200)]
+    assert all(0 <= d <= 8.0 for d in draws) and max(draws) - min(draws) > 4
+
+
+def test_half_jitter_keeps_half_the_delay():
+    policy = RetryPolicy(initial_delay=10.0, backoff=1.0, jitter=0.5)
+    assert all(5.0 <= policy.delay_before_retry(1, random.Random(s)) <= 10.0 for s in range(100))
+
+
+@pytest.mark.parametrize("kwargs", [{"max_attempts": 0}, {"backoff": 0.5}, {"jitter": 1.5}, {"initial_delay": -1}])
+def test_invalid_retry_policies_are_refused(kwargs):
+    with pytest.raises(InvalidInput):
+        RetryPolicy(**kwargs)
+
+
+def test_registering_one_name_and_version_twice_with_another_callable_is_an_error():
+    registry = Registry()
+
+    def first(ctx, input):
+        return 1
+
+    registry.register("a.b", 1, first, None)
+    registry.register("a.b", 1, first, None)  # a re-import registers the same origin again
+
+    def other(ctx, input):
+        return 2
+
+    other.__qualname__ = "elsewhere"
+    with pytest.raises(DuplicateRegistration):
+        registry.register("a.b", 1, other, None)
+    registry.register("a.b", 2, other, None)
+    assert registry.newest("a.b").version == 2 and registry.pairs() == [("a.b", 1), ("a.b", 2)]
+
+
+def test_tenant_scoping_round_trips_keys():
+    tenant_id = normalize_tenant(uuid.UUID(int=7))
+    assert scope("order:1", tenant_id) == f"{tenant_id}:order:1"
+    assert unscope(scope("order:1", tenant_id)) == "order:1"
+    assert scope("k", None) == ":k" and unscope(":k") == "k"
+    with pytest.raises(InvalidInput):
+        normalize_tenant("acme")
+
+
+def test_durations_and_datetimes_are_validated():
+    assert seconds(timedelta(minutes=2), what="d") == 120.0 and seconds(3, what="d") == 3.0
+    for bad in (-1, "5", True, float("nan")):
+        with pytest.raises(InvalidInput):
+            seconds(bad, what="d")
+    with pytest.raises(InvalidInput):
+        aware(datetime(2030, 1, 1), what="when")
+
+
+def test_command_argument_types():
+    assert duration("30d") == timedelta(days=30) and duration("90m") == timedelta(minutes=90)
+    assert duration("45") == timedelta(seconds=45)
+    assert name_list("a, b,") == ["a", "b"] and positive_int("3") == 3
+    assert tenant(str(uuid.UUID(int=1))) == str(uuid.UUID(int=1))
+    for parse, text in ((duration, "soon"), (positive_int, "0"), (tenant, "acme"), (name_list, ",")):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse(text)
