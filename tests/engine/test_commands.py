@@ -1,0 +1,63 @@
+"""The operator commands, over the client API."""
+
+import uuid
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from durable_django import api
+from durable_django.testing import run_until_idle
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def call(*args):
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def test_enqueue_prints_the_run_id_last_and_runs_list_it():
+    tenant = str(uuid.uuid4())
+    output = call("durable_enqueue", "tests.noop", '{"a": 1}', "--idempotency-key", "k", "--tenant", tenant)
+    run_id = output.split()[-1]
+    run = api.get_run(run_id, tenant_id=tenant)
+    assert run.input == {"a": 1} and run.idempotency_key == "k"
+    assert run_id in call("durable_runs", "--status", "pending")
+    assert "no runs" in call("durable_runs", "--status", "pending", "--tenant", str(uuid.uuid4()))
+
+
+def test_signal_cancel_and_resume_commands():
+    run = api.enqueue("tests.signal_waiter", {})
+    run_until_idle()
+    assert '"yes"' in call("durable_signal", run.run_id, "approval", '"yes"')
+    blocked = api.enqueue("tests.noop", {})
+    assert "cancelled" in call("durable_cancel", blocked.run_id)
+    assert "pending" in call("durable_resume", blocked.run_id)
+
+
+@pytest.mark.parametrize("args", [
+    ("durable_enqueue", "tests.nobody"),
+    ("durable_enqueue", "tests.noop", "{not json"),
+    ("durable_cancel", str(uuid.uuid4())),
+    ("durable_resume", str(uuid.uuid4())),
+    ("durable_signal", str(uuid.uuid4()), "approval"),
+    ("durable_cancel", "x", "--tenant", "not-a-uuid"),
+    ("durable_purge", "--older-than", "soon"),
+])
+def test_bad_input_or_an_unknown_run_is_a_message_and_a_failure(args):
+    with pytest.raises(CommandError):
+        call(*args)
+    assert api.list_runs().items == []
+
+
+def test_purge_command_deletes_old_finished_runs():
+    run = api.enqueue("tests.noop", {})
+    run_until_idle()
+    assert "purged 0 run(s)" in call("durable_purge", "--older-than", "1d")
+    from tests.helpers import sql
+
+    sql("UPDATE durable_run SET updated_at = now() - interval '2 days'")
+    assert "purged 1 run(s)" in call("durable_purge", "--older-than", "1d", "--batch-size", "10")
+    assert api.get_run(run.run_id) is None
