@@ -90,7 +90,7 @@ class SchedulerThread(threading.Thread):
             for outcome in fired:
                 schedule = outcome.schedule
                 if outcome.error is None:
-                    logger.info("schedule %s fired its tick %s: run %s (%s)", schedule.schedule_id,
+                    logger.info("schedule %s fired its tick %s with run %s (%s)", schedule.schedule_id,
                                 schedule.next_fire_at.isoformat(), outcome.run.run_id, schedule.name)
                 else:
                     logger.error("schedule %s (tenant %s) could not fire (%s: %s); postponed by %s",

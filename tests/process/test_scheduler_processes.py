@@ -1,0 +1,68 @@
+"""Real durable_worker processes with their schedulers: once per tick, and the misfire policy."""
+
+import re
+import signal
+import time
+from datetime import datetime
+
+import pytest
+
+from durable_django import schedule
+from durable_django.engine.cron import next_fire_after, parse
+from tests.helpers import sql, wait_until
+
+pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
+
+CRON = "*/4 * * * * *"  # every four seconds: several ticks in a short test
+SPEC = parse(CRON)
+
+
+def fired_ticks():
+    """The tick of every run the schedule enqueued, in tick order, and their statuses."""
+    rows = sql("SELECT idempotency_key, status FROM durable_run WHERE name = 'tests.noop' ORDER BY created_at")
+    return [(datetime.fromisoformat(key.split(":", 3)[3]), status) for key, status in rows]
+
+
+def stop(workers, procs):
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        assert proc.wait(timeout=60) == 0, workers.output(proc)
+
+
+def fire_log_lines(workers, procs):
+    pattern = re.compile(r"schedule every-4s fired its tick (\S+)")
+    return [match.group(1) for proc in procs for match in pattern.finditer(workers.output(proc))]
+
+
+def test_three_workers_fire_each_tick_exactly_once(workers):
+    schedule("every-4s", "tests.noop", CRON, input="tick")
+    procs = [workers.start("--concurrency", "2") for _ in range(3)]
+    wait_until(lambda: len(fired_ticks()) >= 5 and all(s == "succeeded" for _, s in fired_ticks()),
+               timeout=120, message="five ticks fired and run")
+    stop(workers, procs)
+    ticks = [tick for tick, _ in fired_ticks()]
+    # Consecutive cron ticks, none twice, none skipped while the workers ran.
+    assert all(later == next_fire_after(SPEC, earlier) for earlier, later in zip(ticks, ticks[1:])), ticks
+    # Across the three processes each tick was fired by exactly one scheduler.
+    logged = sorted(datetime.fromisoformat(stamp) for stamp in fire_log_lines(workers, procs))
+    assert logged == ticks
+
+
+def test_a_restart_after_missed_ticks_fires_once_then_resumes(workers):
+    schedule("every-4s", "tests.noop", CRON, input="tick")
+    first = workers.start("--concurrency", "1")
+    wait_until(lambda: fired_ticks(), timeout=60, message="the first tick")
+    stop(workers, [first])
+    before = fired_ticks()
+    owed = sql("SELECT next_fire_at FROM durable_schedule WHERE schedule_id = ':every-4s'")[0][0]
+    time.sleep(13)  # three ticks pass with no scheduler
+    assert fired_ticks() == before
+    second = workers.start("--concurrency", "1")
+    wait_until(lambda: len(fired_ticks()) >= len(before) + 3, timeout=60, message="catch-up and two more ticks")
+    stop(workers, [second])
+    ticks = [tick for tick, _ in fired_ticks()][len(before):]
+    # One run for the missed ticks, keyed by the first one owed; then the schedule's rhythm again.
+    assert ticks[0] == owed
+    assert ticks[1] - owed >= 3 * (next_fire_after(SPEC, owed) - owed)
+    assert all(later == next_fire_after(SPEC, earlier) for earlier, later in zip(ticks[1:], ticks[2:])), ticks
