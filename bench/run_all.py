@@ -1,0 +1,51 @@
+"""Run every benchmark against one PostgreSQL server and print a table of ratios.
+
+Usage: ``python bench/run_all.py [--only store,e2e,sleep,peers] [--runs 5000] ...``
+(an embedded pgserver in a temporary directory when DATABASE_URL is unset).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench import common  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--only", default="store,e2e,sleep,peers", help="comma-separated benchmarks to run")
+    parser.add_argument("--store-runs", type=int, default=3000, help="runs for the store vs raw benchmark")
+    parser.add_argument("--runs", type=int, default=5000, help="no-op runs for the end-to-end benchmarks")
+    parser.add_argument("--step-runs", type=int, default=10, help="runs of 100 steps")
+    parser.add_argument("--latency-tries", type=int, default=50)
+    parser.add_argument("--sleepers", type=int, default=10000)
+    parser.add_argument("--sleep-seconds", type=float, default=20.0)
+    parser.add_argument("--layouts", default="1x8,2x4,4x2",
+                        help="worker layouts to try, PROCESSESxCONCURRENCY, comma-separated")
+    args = parser.parse_args()
+    only = set(args.only.split(","))
+    common.setup_django()
+    print(f"server: {os.environ['DATABASE_URL'].split('@')[-1]}", flush=True)
+    try:
+        if "store" in only:
+            from bench import bench_store
+
+            bench_store.main(args.store_runs)
+        if "e2e" in only or "peers" in only:
+            from bench import bench_e2e
+
+            bench_e2e.main(args, with_durable="e2e" in only, with_peers="peers" in only)
+        if "sleep" in only:
+            from bench import bench_sleepers
+
+            bench_sleepers.main(args.sleepers, args.sleep_seconds)
+    finally:
+        common.print_table()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""Settings for the benchmarks: the durable app plus the ``bench`` app with no-op functions.
+
+DATABASE_URL when set; otherwise an embedded PostgreSQL (pgserver) started by the
+process that imports this first; worker subprocesses inherit its DATABASE_URL.
+"""
+
+import os
+
+import django
+import environ
+
+from durable_django.testing import ensure_database_url
+
+env = environ.Env()
+ensure_database_url()
+
+SECRET_KEY = "bench-only"
+DEBUG = False
+USE_TZ = True
+TIME_ZONE = "UTC"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+DATABASES = {"default": env.db("DATABASE_URL")}
+INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth", "durable_django", "bench"]
+if django.VERSION < (6, 0):
+    INSTALLED_APPS.append("django_tasks")
+
+DURABLE = {"POLL_SECONDS": float(os.environ.get("BENCH_POLL_SECONDS", "5"))}
+
+# Warnings only, in every system measured: per-run log lines would dominate a no-op's cost.
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"durable_django": {"handlers": ["console"], "level": "WARNING"}},
+}
