@@ -1,0 +1,44 @@
+import threading
+import time
+import uuid
+
+import pytest
+
+from durable_django import api
+from durable_django.exceptions import RunNotFound
+from durable_django.testing import run_until_idle
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_wait_for_result_returns_when_the_run_lands():
+    run = api.enqueue("tests.noop", {"v": 3})
+
+    def finish_later():
+        time.sleep(0.3)
+        run_until_idle()
+        from django.db import connections
+
+        connections.close_all()
+
+    threading.Thread(target=finish_later).start()
+    started = time.monotonic()
+    done = api.wait_for_result(run.run_id, timeout=30)
+    assert (done.status, done.output) == ("succeeded", {"v": 3})
+    assert time.monotonic() - started < 5  # woken by NOTIFY, not by the 5s fallback read
+
+
+def test_wait_for_result_times_out_and_refuses_unknown_or_foreign_runs():
+    run = api.enqueue("tests.noop", {}, tenant_id=uuid.uuid4())
+    with pytest.raises(TimeoutError):
+        api.wait_for_result(run.run_id, timeout=0.2)
+    with pytest.raises(RunNotFound):
+        api.wait_for_result(run.run_id, timeout=0.2, tenant_id=uuid.uuid4())
+    with pytest.raises(RunNotFound):
+        api.wait_for_result(str(uuid.uuid4()), timeout=0.2)
+
+
+def test_wait_for_result_returns_a_finished_run_at_once():
+    run = api.enqueue("tests.noop", {})
+    run_until_idle()
+    assert api.wait_for_result(run.run_id, timeout=1).status == "succeeded"
