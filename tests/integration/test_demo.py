@@ -1,0 +1,141 @@
+"""The one-command demo, run as a user runs it, then checked against the database it used.
+
+The demo honours ``DATABASE_URL``. To keep it off the test database, this test
+creates a scratch database on the same server, points the demo at it, and
+drops it afterwards: the demo itself needs no test-only switch.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import uuid
+from collections import Counter
+from urllib.parse import urlsplit
+
+import psycopg
+import pytest
+
+from tests.helpers import ROOT
+
+DEMO = os.path.join(ROOT, "example_project", "demo.py")
+# The demo takes about 15-30 s on a 2-core machine; both bounds keep a 10x margin.
+DEMO_TIMEOUT = 240
+PROCESS_TIMEOUT = 300
+
+pytestmark = pytest.mark.process
+
+RUN_ROW = re.compile(
+    r"^  (?P<label>(?:order \d+(?: confirmation| shipping)?|nightly report))\s+(?P<function>\S+)\s+"
+    r"(?P<state>\w+(?: \([^)]*\))?)\s+(?P<expected>\w+(?: \([^)]*\))?)\s+(?P<attempts>\d+)\s+(?P<recovered>\d+)$"
+)
+EFFECT_ROW = re.compile(
+    r"^  (?P<subject>order \d+|report until \S+)\s+(?P<step>\S.*?)\s+(?P<requests>\d+)\s+(?P<effects>\d+)(?P<note>.*)$"
+)
+
+
+def server_url() -> str:
+    """The PostgreSQL server the test settings use (they export DATABASE_URL, starting pgserver if needed)."""
+    return os.environ["DATABASE_URL"]
+
+
+def with_database(url: str, name: str) -> str:
+    return urlsplit(url)._replace(path=f"/{name}").geturl()
+
+
+@pytest.fixture
+def scratch_database():
+    """A fresh, empty database on the test server, dropped afterwards whatever happened."""
+    name = f"durable_demo_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_url(), autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield with_database(server_url(), name)
+    finally:
+        with psycopg.connect(server_url(), autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def run_demo(database_url: str) -> subprocess.CompletedProcess:
+    """``python example_project/demo.py`` from the repository root, in its own process group."""
+    env = {key: value for key, value in os.environ.items()
+           if key != "DJANGO_SETTINGS_MODULE" and not key.startswith(("DURABLE_", "SHOP_"))}
+    env.update({"DATABASE_URL": database_url, "PYTHONPATH": ROOT})
+    proc = subprocess.Popen(
+        [sys.executable, DEMO, "--plain", "--timeout", str(DEMO_TIMEOUT)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,  # its workers join the group, so a timeout can end them all
+    )
+    try:
+        output, _ = proc.communicate(timeout=PROCESS_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        pytest.fail(f"the demo did not finish within {PROCESS_TIMEOUT}s:\n{output}")
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # nothing of it may outlive the test
+        except ProcessLookupError:
+            pass
+    return subprocess.CompletedProcess(proc.args, proc.returncode, output)
+
+
+def section(output: str, heading: str) -> list[str]:
+    """The lines after ``heading`` up to the next blank line."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(heading))
+    body = []
+    for line in lines[start + 2:]:  # skip the heading and the column titles
+        if not line.strip():
+            break
+        body.append(line)
+    return body
+
+
+def query(database_url: str, sql: str):
+    with psycopg.connect(database_url) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def test_demo_runs_every_workflow_to_its_state_and_each_side_effect_once(scratch_database):
+    result = run_demo(scratch_database)
+    output = result.stdout
+    assert result.returncode == 0, output
+    assert "DEMO OK" in output, output
+
+    # The worker really was killed, and another one took its runs over.
+    assert re.search(r"Killed worker #1 with SIGKILL .* It was running order \d+", output), output
+    assert re.search(r"order \d+: its lease expired, so another worker reclaimed it", output), output
+
+    runs = [RUN_ROW.match(line) for line in section(output, "Final state of every run:")]
+    assert all(runs), output
+    states = Counter(match["state"] for match in runs if match["function"] == "shop.fulfil_order")
+    assert states == Counter({"succeeded (shipped)": 1, "succeeded (rejected)": 1,
+                              "succeeded (approval timed out)": 1, "cancelled": 1}), output
+    by_function = Counter((match["function"], match["state"]) for match in runs)
+    assert by_function[("shop.tasks.send_order_confirmation", "succeeded")] == 4, output
+    assert by_function[("shop.ship_order", "succeeded")] == 1, output
+    assert by_function[("shop.nightly_report", "succeeded")] == 1, output
+    assert len(runs) == 10, output
+    assert all(match["state"] == match["expected"] for match in runs), output
+    assert any(int(match["recovered"]) for match in runs), output
+
+    effects = [EFFECT_ROW.match(line) for line in section(output, "Side effects per step")]
+    assert all(effects), output
+    assert len(effects) == 3 * 6 + 1 + 1, output  # three orders that got as far as a decision, a pre-order, the report
+    assert all(int(match["effects"]) == 1 for match in effects), output
+    assert all(1 <= int(match["requests"]) <= 2 for match in effects), output
+    assert "MISMATCH" not in output, output
+
+    # The database the demo used agrees with what it printed.
+    assert query(scratch_database,
+                 "SELECT count(*) FROM durable_run WHERE status IN ('pending', 'running', 'waiting')") == [(0,)]
+    ledger = {(subject, action): count for subject, action, count in query(
+        scratch_database, "SELECT subject, action, count(*) FROM shop_ledger GROUP BY subject, action")}
+    calls = {(subject, action): count for subject, action, count in query(
+        scratch_database, "SELECT subject, action, count(*) FROM shop_service_call GROUP BY subject, action")}
+    printed = {(m["subject"], m["step"]): (int(m["requests"]), int(m["effects"])) for m in effects}
+    assert set(ledger.values()) == {1}
+    assert {key: (calls[key], ledger[key]) for key in ledger} == printed
+    assert query(scratch_database, "SELECT count(*) FROM durable_run WHERE recoveries > 0")[0][0] >= 1
