@@ -99,6 +99,9 @@ class Run(models.Model):
             models.Index(fields=["leased_until"], condition=Q(status=RunStatus.RUNNING), name="durable_run_leases"),
             # Cascades and purge walk a run's children.
             models.Index(fields=["parent_run_id"], condition=Q(parent_run_id__isnull=False), name="durable_run_children"),
+            # The admin finds runs by coalesce key after they were claimed too (the unique index
+            # above holds only unclaimed pending runs).
+            models.Index(fields=["coalesce_key"], condition=Q(coalesce_key__isnull=False), name="durable_run_coalesce_key"),
         ]
 
     def __str__(self):

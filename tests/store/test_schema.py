@@ -35,6 +35,7 @@ OWN_DEFINITIONS = {
         "(available_at) WHERE (status = 'waiting'::text)",
         "(leased_until) WHERE (status = 'running'::text)",
         "(parent_run_id) WHERE (parent_run_id IS NOT NULL)",
+        "(coalesce_key) WHERE (coalesce_key IS NOT NULL)",
     },
     "durable_step": set(),
     "durable_schedule": set(),
