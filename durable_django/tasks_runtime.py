@@ -1,49 +1,170 @@
-"""Resolving runs named by an import path (Django Tasks) to a handler the engine can call.
+"""Running Django Tasks runs in the worker: resolve the task path, call the task, send its signals.
 
 Such runs carry version 0 and input ``{"args": [...], "kwargs": {...}}``; any
-worker in which the path imports can run them, without a durable.py entry.
+worker in which the path imports to a task can run them, without a durable.py
+entry. Each attempt first journals its worker id (step ``worker``, occurrence =
+the attempt), so a TaskResult lists the worker of every attempt. ``task_started``
+is sent before the task runs and ``task_finished`` once its attempt has an
+outcome, with the status the run will read back: SUCCESSFUL, FAILED, or READY
+when a failure will be retried.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import logging
 
+from django.utils import timezone
 from django.utils.module_loading import import_string
+
+from .engine.execute import exception_path, format_error
+from .exceptions import DurableControlFlow
+
+logger = logging.getLogger("durable_django.worker")
+
+# The journal step under which each attempt records its worker id.
+WORKER_STEP = "worker"
 
 
 class TaskPathError(ImportError):
-    """A Django Tasks run names a path that does not import in this worker."""
+    """A Django Tasks run names a path that does not import here, or that names no task."""
+
+
+def resolve_task(path: str):
+    """The Django task at import path ``path``.
+
+    Raises:
+        TaskPathError: the path does not import (whatever the module raised), or is not a task.
+    """
+    try:
+        from .tasks import Task
+    except ImportError as exc:
+        raise TaskPathError(
+            f"task path {path!r} cannot run: Django's tasks framework is not installed "
+            f"(Django 6, or the django-tasks backport on Django 5.2): {exc}"
+        ) from exc
+    try:
+        target = import_string(path)
+    except Exception as exc:  # noqa: BLE001 - a module that fails to import is the same clear error
+        raise TaskPathError(f"task path {path!r} does not import in this process: {exc!r}") from exc
+    if not isinstance(target, Task):
+        raise TaskPathError(f"task path {path!r} names a {type(target).__name__}, not a Django task")
+    return target
+
+
+def attempt_of(ctx):
+    """The engine's Attempt behind a context (the runtime is engine-side code)."""
+    return ctx._attempt
 
 
 def task_handler(path: str):
-    """A (ctx, input) handler for the task at ``path``."""
-    try:
-        target = import_string(path)
-    except ImportError as exc:
-        raise TaskPathError(f"task path {path!r} does not import in this worker: {exc}") from exc
-    func = getattr(target, "func", target)
-    takes_context = bool(getattr(target, "takes_context", False))
-    if not callable(func):
-        raise TaskPathError(f"task path {path!r} does not name a callable")
+    """A (ctx, input) handler that runs the task at ``path`` as one attempt of its run."""
+    task = resolve_task(path)
+    from .tasks import task_finished, task_started
 
-    def call_args(ctx, payload):
-        payload = payload or {}
-        args, kwargs = list(payload.get("args", [])), dict(payload.get("kwargs", {}))
-        if takes_context:
-            from .tasks import task_context
-
-            args.insert(0, task_context(target, ctx))
-        return args, kwargs
-
-    if inspect.iscoroutinefunction(func):
+    if inspect.iscoroutinefunction(task.func):
         async def run_async(ctx, payload):
-            args, kwargs = call_args(ctx, payload)
-            return await func(*args, **kwargs)
+            await ctx.step(WORKER_STEP, lambda: attempt_of(ctx).run.worker_id, occurrence=ctx.attempt)
+            call = TaskAttempt(task, ctx, payload)
+            await _asend(task_started, call.result)
+            try:
+                value = call.returned(await task.func(*call.args, **call.kwargs))
+            except BaseException as exc:
+                if call.raised(exc):
+                    await _asend(task_finished, call.result)
+                raise
+            await _asend(task_finished, call.result)
+            return value
 
         return run_async
 
     def run(ctx, payload):
-        args, kwargs = call_args(ctx, payload)
-        return func(*args, **kwargs)
+        ctx.step(WORKER_STEP, lambda: attempt_of(ctx).run.worker_id, occurrence=ctx.attempt)
+        call = TaskAttempt(task, ctx, payload)
+        _send(task_started, call.result)
+        try:
+            value = call.returned(task.func(*call.args, **call.kwargs))
+        except BaseException as exc:
+            # Sent inside the handler, so receivers can log sys.exc_info(), as with Django's own backends.
+            if call.raised(exc):
+                _send(task_finished, call.result)
+            raise
+        _send(task_finished, call.result)
+        return value
 
     return run
+
+
+class TaskAttempt:
+    """One attempt of a task: its arguments, and the TaskResult its signals carry."""
+
+    def __init__(self, task, ctx, payload):
+        from .tasks import task_context
+
+        self.attempt = attempt_of(ctx)
+        context = task_context(task, ctx)
+        self.result = context.task_result
+        payload = payload if isinstance(payload, dict) else {}
+        self.args = list(payload.get("args") or [])
+        self.kwargs = dict(payload.get("kwargs") or {})
+        if task.takes_context:
+            self.args.insert(0, context)
+
+    def returned(self, value):
+        """The return value as the run will store it; a value JSON cannot hold fails the attempt."""
+        from .tasks import TaskResultStatus, json_value
+
+        value = json_value(value, what="the return value")
+        self._set(status=TaskResultStatus.SUCCESSFUL, finished_at=timezone.now(), _return_value=value)
+        return value
+
+    def raised(self, exc: BaseException) -> bool:
+        """Set the outcome the engine will land for ``exc``; False if the outcome is not this attempt's."""
+        from .tasks import TaskResultStatus, cancellation_error, task_error
+
+        attempt, run = self.attempt, self.attempt.run
+        stop = isinstance(exc, (DurableControlFlow, asyncio.CancelledError))
+        if attempt.cancel_requested:
+            # Landed cancelled, never retried: by the heartbeat (which also marks the attempt
+            # lost and stops it), or by the engine once this attempt fails.
+            errors = [] if stop else [task_error(exception_path(exc), format_error(exc))]
+            errors.append(cancellation_error(run))
+            status = TaskResultStatus.FAILED
+        elif attempt.lost or isinstance(exc, DurableControlFlow):
+            return False  # the lease was lost: whoever holds the run now decides
+        else:
+            errors = [task_error(exception_path(exc), format_error(exc))]
+            final = run.failures + 1 >= run.retry_policy.max_attempts
+            # READY: the engine retries it after the policy's delay.
+            status = TaskResultStatus.FAILED if final else TaskResultStatus.READY
+        finished = timezone.now() if status == TaskResultStatus.FAILED else None
+        self._set(status=status, finished_at=finished, errors=errors)
+        return True
+
+    def _set(self, **fields) -> None:
+        # TaskResult is frozen; Django's own backends update it in place the same way.
+        for name, value in fields.items():
+            object.__setattr__(self.result, name, value)
+
+
+def _send(signal, result) -> None:
+    _log_failures(signal.send_robust(sender=_sender(), task_result=result), result)
+
+
+async def _asend(signal, result) -> None:
+    _log_failures(await signal.asend_robust(sender=_sender(), task_result=result), result)
+
+
+def _sender():
+    from .tasks import DurableBackend
+
+    return DurableBackend
+
+
+def _log_failures(responses, result) -> None:
+    # A broken receiver must not fail (and so re-run) a task: it is logged instead.
+    for receiver, response in responses:
+        if isinstance(response, BaseException):
+            logger.error("task %s: signal receiver %r raised %r", result.id, receiver, response,
+                         exc_info=(type(response), response, response.__traceback__))

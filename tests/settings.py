@@ -6,6 +6,7 @@ once per test session (worker subprocesses inherit its DATABASE_URL).
 
 import os
 
+import django
 import environ
 
 from durable_django.testing import ensure_database_url
@@ -31,6 +32,8 @@ INSTALLED_APPS = [
     "durable_django",
     "tests.workflows",
 ]
+if django.VERSION < (6, 0):
+    INSTALLED_APPS.append("django_tasks")  # the Tasks framework backport (django.tasks from Django 6)
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -59,6 +62,15 @@ DURABLE = {
     "POLL_SECONDS": float(os.environ.get("DURABLE_TEST_POLL_SECONDS", "5")),
     "DEFAULT_RETRY": {"max_attempts": 3, "initial_delay": 0.05, "max_delay": 0.2, "backoff": 2.0, "jitter": 0.0},
     "MAX_RECOVERIES": int(os.environ.get("DURABLE_TEST_MAX_RECOVERIES", "10")),
+}
+
+# Django Tasks on durable runs (fixture tasks: tests/workflows/tasks.py), retried as fast as DEFAULT_RETRY.
+TASKS = {
+    "default": {
+        "BACKEND": "durable_django.tasks.DurableBackend",
+        "QUEUES": ["default", "reports"],
+        "OPTIONS": {"retry": {"max_attempts": 3, "initial_delay": 0.05, "max_delay": 0.2, "backoff": 2.0, "jitter": 0.0}},
+    }
 }
 
 LOGGING = {
