@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.apps import apps
+from django.core import checks
 from django.utils import timezone
 
 try:  # Django 6 ships the framework.
@@ -136,6 +138,12 @@ class DurableBackend(BaseTaskBackend):
     def get_result(self, result_id):
         """The TaskResult of run ``result_id``, read from the database.
 
+        Args:
+            result_id: the ``id`` of a TaskResult this backend returned (the run id).
+
+        Returns:
+            The TaskResult as the run stands now.
+
         Raises:
             TaskResultDoesNotExist: no task run has that id (a durable function's run is not a task's).
             TaskPathError: the run's task path does not import in this process.
@@ -146,6 +154,16 @@ class DurableBackend(BaseTaskBackend):
         task = task_for_run(resolve_task(found.run.name), found.run)
         return task_result(task, found.run, backend=self.alias, last_attempted_at=found.claimed_at,
                            journal=found.journal)
+
+    def check(self, **kwargs):
+        """Runs live in durable_django's tables, so the app must be installed."""
+        yield from super().check(**kwargs)
+        if not apps.is_installed("durable_django"):
+            yield checks.Error(
+                f"TASKS[{self.alias!r}] uses DurableBackend, but durable_django is not in INSTALLED_APPS.",
+                hint="Add 'durable_django' to INSTALLED_APPS and run migrate.",
+                id="durable_django.E101",
+            )
 
 
 def _retry_option(alias: str, value) -> RetryPolicy | None:
@@ -173,6 +191,13 @@ def json_value(value, *, what: str):
     Django's ``normalize_json`` raises its own TypeError or ValueError for what
     JSON cannot hold; a ValueError here covers what it lets through but JSON
     would change (NaN, infinities, dict keys that are not strings).
+
+    Args:
+        value: task arguments or a return value.
+        what: how error messages name it.
+
+    Returns:
+        The normalised value (tuples become lists, bytes become text).
     """
     normalized = normalize_json(value)
     try:
@@ -186,7 +211,15 @@ def json_value(value, *, what: str):
 
 
 def task_for_run(task, run: Run):
-    """``task`` with the priority, queue and (while unclaimed) run_after its run was enqueued with."""
+    """``task`` with the priority, queue and (while unclaimed) run_after its run was enqueued with.
+
+    Args:
+        task: the task its module path imports to.
+        run: one of its runs.
+
+    Returns:
+        A copy of the task made with ``Task.using()``.
+    """
     changes = {"priority": run.priority, "queue_name": run.queue}
     if run.status == RunStatus.PENDING and run.attempts == 0 and run.available_at is not None:
         changes["run_after"] = run.available_at
@@ -199,6 +232,13 @@ def worker_ids(run: Run, journal: dict) -> list[str]:
     An attempt whose worker died before journalling is the run's last worker
     if it is the latest attempt, and an empty string otherwise, so that
     ``TaskResult.attempts`` always equals the run's attempts.
+
+    Args:
+        run: the run record.
+        journal: its journal, step_id -> value.
+
+    Returns:
+        ``run.attempts`` worker ids, oldest attempt first.
     """
     ids = []
     for attempt in range(1, run.attempts + 1):
@@ -210,10 +250,12 @@ def worker_ids(run: Run, journal: dict) -> list[str]:
 
 
 def task_error(exception_class_path: str, traceback: str) -> TaskError:
+    """Django's record of an exception, as the run's error_type and error hold it."""
     return TaskError(exception_class_path=exception_class_path, traceback=traceback)
 
 
 def cancellation_error(run: Run) -> TaskError:
+    """The error a cancelled run reports: Django's tasks know no cancelled status."""
     when = f" (requested at {run.cancel_requested_at.isoformat()})" if run.cancel_requested_at else ""
     return task_error(CANCELLED_PATH, f"{CANCELLED_PATH}: run {run.run_id} was cancelled{when}")
 
@@ -261,6 +303,13 @@ def task_context(task, ctx) -> TaskContext:
 
     Its ``task_result`` is RUNNING and lists one worker per attempt so far, so
     ``context.attempt`` is ``ctx.attempt``.
+
+    Args:
+        task: the task being run.
+        ctx: the engine's context of the attempt.
+
+    Returns:
+        The TaskContext handed to a ``takes_context`` task.
     """
     attempt = attempt_of(ctx)
     result = task_result(task_for_run(task, attempt.run), attempt.run, backend=task.backend,

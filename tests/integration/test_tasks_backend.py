@@ -9,7 +9,9 @@ from datetime import datetime, timedelta
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.db import connection, transaction
+from django.test import override_settings
 from django.utils import timezone
 
 from durable_django import api
@@ -308,6 +310,14 @@ def test_validate_task_and_backend_setup_touch_no_database():
         task(retry={"max_attempts": 2})(tasks.plain_function)
     assert backend.supports_defer and backend.supports_priority
     assert backend.supports_async_task and backend.supports_get_result
+
+
+def test_the_backend_check_wants_durable_django_installed():
+    assert list(task_backends["default"].check()) == []
+    without = [app for app in settings.INSTALLED_APPS if app != "durable_django"]
+    with override_settings(INSTALLED_APPS=without):
+        [error] = DurableBackend("other", {}).check()
+    assert error.id == "durable_django.E101"
 
 
 def test_unknown_or_invalid_options_are_a_configuration_error():
