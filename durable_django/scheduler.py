@@ -16,8 +16,7 @@ import time
 
 from django.db import DatabaseError, connections
 
-from . import api
-from . import schedules_api
+from . import api, schedules_api
 from .conf import durable_settings
 from .engine.values import seconds
 from .registry import registry
@@ -76,7 +75,11 @@ class SchedulerThread(threading.Thread):
             connections.close_all()
 
     def step(self) -> float:
-        """One pass: fire what is due, purge when it is time; returns the seconds to wait."""
+        """One pass: fire what is due, and purge when it is time.
+
+        Returns:
+            The seconds to wait before the next pass.
+        """
         self._fire_due()
         self._purge_if_due()
         due = schedule_store.seconds_until_next_due(names=self.names, tenant_id=self.tenant_id) \

@@ -61,6 +61,10 @@ def schedule(schedule_id: str, name: str, cron: str, *, input=None, tz: str = "U
 def unschedule(schedule_id: str, *, tenant_id=None) -> bool:
     """Delete a schedule; runs it already enqueued are not touched.
 
+    Args:
+        schedule_id: the id given to ``schedule()``.
+        tenant_id: the tenant whose schedule it is; None is the untagged namespace.
+
     Returns:
         True if the schedule existed (in this tenant's namespace).
     """
@@ -68,12 +72,27 @@ def unschedule(schedule_id: str, *, tenant_id=None) -> bool:
 
 
 def get_schedule(schedule_id: str, *, tenant_id=None) -> Schedule | None:
-    """The schedule with this id in this tenant's namespace (None: the untagged one), or None."""
+    """Read one schedule.
+
+    Args:
+        schedule_id: the id given to ``schedule()``.
+        tenant_id: the tenant whose schedule it is; None is the untagged namespace.
+
+    Returns:
+        The schedule, or None if this namespace has none with that id.
+    """
     return schedule_store.get(_stored_id(schedule_id, tenant_id))
 
 
 def list_schedules(*, tenant_id=None) -> list[Schedule]:
-    """Every schedule by id; one tenant's when ``tenant_id`` is given (None: the operator's view of all)."""
+    """List schedules by id.
+
+    Args:
+        tenant_id: only this tenant's; None is the operator's view of every schedule.
+
+    Returns:
+        The schedules, ordered by stored id.
+    """
     return schedule_store.list_all(normalize_tenant(tenant_id))
 
 
@@ -83,6 +102,11 @@ def set_schedule_enabled(schedule_id: str, enabled: bool, *, tenant_id=None) -> 
     Re-enabling does not fire ticks that passed while the schedule was off. A
     schedule declared in ``DURABLE["SCHEDULES"]`` stays disabled across worker
     restarts.
+
+    Args:
+        schedule_id: the id given to ``schedule()``.
+        enabled: True to enable, False to disable.
+        tenant_id: the tenant whose schedule it is; None is the untagged namespace.
 
     Returns:
         The updated schedule.
@@ -108,6 +132,10 @@ def set_schedule_enabled(schedule_id: str, enabled: bool, *, tenant_id=None) -> 
 def fire_schedule_now(schedule_id: str, *, tenant_id=None) -> Run:
     """Enqueue one run of the schedule now, enabled or not, leaving its regular ticks as they are.
 
+    Args:
+        schedule_id: the id given to ``schedule()``.
+        tenant_id: the tenant whose schedule it is; None is the untagged namespace.
+
     Returns:
         The run, keyed ``schedule:{id}:manual:{now}``.
 
@@ -127,7 +155,15 @@ def fire_schedule_now(schedule_id: str, *, tenant_id=None) -> Run:
 
 
 def tick_key(schedule_id: str, tick: datetime) -> str:
-    """The idempotency key of the run a schedule enqueues for one tick."""
+    """The idempotency key of the run a schedule enqueues for one tick.
+
+    Args:
+        schedule_id: the schedule's id as its caller gave it (the tenant scopes the key separately).
+        tick: the tick's instant.
+
+    Returns:
+        ``schedule:{schedule_id}:{tick in UTC, ISO 8601}``.
+    """
     return f"schedule:{schedule_id}:{_stamp(tick)}"
 
 
@@ -137,6 +173,11 @@ def fire_due(*, names: list[str], tenant_id: str | None, limit: int = 100) -> li
     Misfire policy: a schedule found due fires once, for its owed tick (the
     stored ``next_fire_at``), however many ticks passed, and moves on to the
     first tick after now.
+
+    Args:
+        names: the function names this scheduler's worker has.
+        tenant_id: only this tenant's schedules; None for every tenant.
+        limit: at most this many schedules in one transaction.
 
     Returns:
         One Fired per schedule this call handled; an error postpones only its own schedule.
@@ -153,6 +194,10 @@ def sync_settings_schedules(declared: dict) -> tuple[list[Schedule], list[str], 
     never re-enabled once an operator disabled them; settings-sourced schedules
     whose entry is gone are deleted. An invalid entry is reported and skipped
     (its stored schedule, if any, is left as it is).
+
+    Args:
+        declared: schedule id -> entry with ``name``, ``cron`` and optional
+            ``tz``, ``input``, ``tenant_id``, ``enabled`` (docs/schedules.md).
 
     Returns:
         (schedules upserted, stored ids deleted, {entry id: error} for invalid entries).
@@ -231,7 +276,14 @@ def _stored_id(schedule_id, tenant_id) -> str:
 
 
 def fire_tick(current: Schedule, now: datetime) -> tuple[Run, datetime]:
-    """Enqueue the run of a due schedule's owed tick; returns it with the first tick after ``now``.
+    """Enqueue the run of a due schedule's owed tick (its stored ``next_fire_at``).
+
+    Args:
+        current: the locked due schedule.
+        now: the database's clock.
+
+    Returns:
+        (the run, the first tick after ``now``).
 
     Raises:
         InvalidSchedule: the stored cron or zone is corrupt (checked before anything is enqueued).

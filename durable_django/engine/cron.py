@@ -44,7 +44,17 @@ class CronSpec:
 
 
 def normalize(expression) -> str:
-    """The expression with single spaces between fields, so an upsert compares like with like."""
+    """The expression with single spaces between fields, so an upsert compares like with like.
+
+    Args:
+        expression: a cron expression.
+
+    Returns:
+        The normalised expression.
+
+    Raises:
+        InvalidSchedule: it is not a non-empty string.
+    """
     if not isinstance(expression, str) or not expression.strip():
         raise InvalidSchedule(f"a cron expression must be a non-empty string, got {expression!r}", cron=expression)
     return " ".join(expression.split())
@@ -87,7 +97,17 @@ def parse(expression, tz="UTC") -> CronSpec:
 
 
 def zone(tz) -> ZoneInfo:
-    """The ZoneInfo of an IANA zone name; InvalidSchedule if there is none."""
+    """Look up an IANA zone.
+
+    Args:
+        tz: a zone name such as ``"America/New_York"``.
+
+    Returns:
+        Its ZoneInfo.
+
+    Raises:
+        InvalidSchedule: there is no such zone.
+    """
     if not isinstance(tz, str) or not tz:
         raise InvalidSchedule(f"a time zone must be an IANA zone name, got {tz!r}", tz=tz)
     try:
@@ -97,7 +117,14 @@ def zone(tz) -> ZoneInfo:
 
 
 def next_fire_after(spec: CronSpec, after: datetime) -> datetime:
-    """The first tick strictly after the instant ``after``, as an aware UTC datetime.
+    """The first tick strictly after an instant, by the DST rules of this module.
+
+    Args:
+        spec: the parsed schedule.
+        after: an aware instant.
+
+    Returns:
+        The tick, as an aware UTC datetime.
 
     Raises:
         InvalidSchedule: the expression matches no date at all.
