@@ -19,6 +19,7 @@ from django.db import DatabaseError, connections
 from . import api, schedules_api
 from .conf import durable_settings
 from .engine.values import seconds
+from .exceptions import InvalidInput
 from .registry import registry
 from .store import schedules as schedule_store
 from .store.db import reset_connection
@@ -128,6 +129,9 @@ class SchedulerThread(threading.Thread):
                 reset_connection()
                 self.halt_event.wait(backoff)
                 backoff = min(backoff * 2, MAX_WAIT_SECONDS)
+            except InvalidInput as exc:
+                logger.error("scheduler: settings not synced: %s", exc)
+                return
         else:
             return
         for schedule_id, error in invalid.items():

@@ -360,3 +360,13 @@ def test_the_scheduler_runs_the_periodic_purge(settings, scheduler_threads):
     wait_until(lambda: sql("SELECT count(*) FROM durable_run")[0][0] == 2, timeout=30, message="the purge")
     assert sorted(r[0] for r in sql("SELECT run_id FROM durable_run")) == ["fresh", "live"]
     connections.close_all()
+
+
+def test_malformed_settings_schedules_do_not_stop_the_scheduler(settings, scheduler_threads):
+    settings.DURABLE = {**settings.DURABLE, "SCHEDULES": ["not", "a", "dict"]}
+    schedule("api", "tests.noop", "* * * * *")
+    set_next_fire(":api", datetime(2024, 1, 1, tzinfo=timezone.utc))
+    thread = scheduler_threads()
+    assert thread.synced.wait(30)
+    wait_until(lambda: runs(), timeout=30, message="the API schedule's tick")
+    assert thread.is_alive()
