@@ -40,7 +40,6 @@ def ensure_database_url(data_dir: str | None = None, *, keep: bool = False) -> s
     server = pgserver.get_server(data_dir, cleanup_mode="stop" if keep else "delete")
     url = server.get_uri()
     os.environ["DATABASE_URL"] = url
-    os.environ["DURABLE_EMBEDDED_PGDATA"] = str(server.pgdata)
     return url
 
 

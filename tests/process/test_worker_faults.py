@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import timedelta
 
@@ -168,30 +169,39 @@ def test_a_notify_wakes_an_idle_worker_long_before_the_poll_interval(workers):
 
 
 def test_a_worker_survives_a_postgresql_restart_and_loses_no_run(workers):
-    pgdata = os.environ.get("DURABLE_EMBEDDED_PGDATA")
-    if not pgdata:
-        pytest.skip("restarting the server needs the embedded PostgreSQL (DATABASE_URL points elsewhere)")
-    from django.db import connections
+    """On a PostgreSQL server of its own, so the restart cuts off no other test."""
+    pgserver = pytest.importorskip("pgserver", reason="a private server for the restart needs pgserver")
     from pgserver._commands import pg_ctl
 
-    workers.start("--concurrency", "2", DURABLE_TEST_POLL_SECONDS="1")
-    before = api.enqueue("tests.noop", {"when": "before"})
-    wait_until(lambda: status(before.run_id) == "succeeded", message="the first run")
-    connections.close_all()
-    pg_ctl(["-w", "restart", "-m", "fast"], pgdata=pgdata, user="pgserver" if os.geteuid() == 0 else None)
-    connections.close_all()
-    after = wait_until(lambda: _enqueue_when_up(), timeout=30, message="the server to come back")
-    wait_until(lambda: status(after.run_id) == "succeeded", timeout=60, message="the run after the restart")
-
-
-def _enqueue_when_up():
-    from django.db import OperationalError, connections
-
+    # Not under pytest's tmp_path: pgserver runs PostgreSQL as its own user, which must reach the directory.
+    server = pgserver.get_server(tempfile.mkdtemp(prefix="durable-pg-restart-"), cleanup_mode="delete")
     try:
-        return api.enqueue("tests.noop", {"when": "after"})
-    except OperationalError:
-        connections.close_all()
-        return None
+        env = workers.env(DATABASE_URL=server.get_uri(), DURABLE_TEST_POLL_SECONDS="1")
+
+        def manage(*args):
+            result = subprocess.run([sys.executable, "-m", "django", *args], env=env, cwd=ROOT,
+                                    capture_output=True, text=True, timeout=120)
+            assert result.returncode == 0, result.stderr
+            return result.stdout
+
+        def status_on_private_server(run_id):
+            return next((line.split()[1] for line in manage("durable_runs").splitlines()
+                         if line.startswith(run_id)), None)
+
+        manage("migrate", "durable_django", "-v", "0")
+        worker = workers.start("--concurrency", "2", env=env)
+        before = manage("durable_enqueue", "tests.noop", '{"when": "before"}').split()[-1]
+        wait_until(lambda: status_on_private_server(before) == "succeeded", message="the first run")
+        pg_ctl(["-w", "restart", "-m", "fast"], pgdata=server.pgdata, user=server.system_user)
+        after = manage("durable_enqueue", "tests.noop", '{"when": "after"}').split()[-1]
+        wait_until(lambda: status_on_private_server(after) == "succeeded", timeout=60,
+                   message="the run enqueued after the restart")
+        assert worker.poll() is None
+        log = workers.output(worker)
+        assert "claim failed" in log or "listener lost its connection" in log
+    finally:
+        workers.stop_all()
+        server.cleanup()
 
 
 def test_the_worker_refuses_a_database_without_the_durable_migrations(workers):
