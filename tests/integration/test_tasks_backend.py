@@ -175,7 +175,7 @@ def test_an_async_task_runs_and_is_enqueued_and_read_asynchronously(workers):
 @pytest.mark.process
 @with_db
 def test_a_return_value_json_cannot_hold_fails_the_task_with_djangos_error(workers):
-    enqueued = tasks.returns_a_set.using().enqueue()
+    enqueued = tasks.returns_a_set.enqueue()
     workers.start("--concurrency", "1")
     result = finished(tasks.returns_a_set, enqueued.id)
     assert result.status == TaskResultStatus.FAILED
