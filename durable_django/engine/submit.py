@@ -57,13 +57,16 @@ def build(name, input=None, *, idempotency_key=None, coalesce_key=None, tenant_i
     }
 
 
+_JOIN_ATTEMPTS = 20
+
+
 def insert_or_join(params: dict) -> Run:
     """Insert the run, or return the run its idempotency or coalesce key already names.
 
     A conflict that has vanished by the time we look (the coalesced run was
     claimed, the keyed run purged) simply inserts again.
     """
-    while True:
+    for _ in range(_JOIN_ATTEMPTS):
         run = run_store.insert_run(params)
         if run is not None:
             return run
@@ -75,3 +78,5 @@ def insert_or_join(params: dict) -> Run:
             run = run_store.find_by_coalesce_key(params["coalesce_key"])
             if run is not None:
                 return run
+    # Only a caller whose snapshot hides the conflicting row (REPEATABLE READ) ends up here.
+    raise InvalidInput("the run these keys name is not visible in this transaction; retry outside it")

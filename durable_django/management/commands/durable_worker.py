@@ -28,6 +28,7 @@ class Command(BaseCommand):
             ensure_migrated()
         except MigrationsNotApplied as exc:
             raise CommandError(str(exc)) from None
+        _warn_unknown_functions(options["functions"])
         worker = Worker(WorkerOptions(
             concurrency=options["concurrency"], functions=options["functions"], queues=options["queues"],
             tenant_id=options["tenant"], burst=options["burst"], grace=options["grace"],
@@ -46,3 +47,14 @@ def _configure_logging(verbosity: int) -> None:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logger.addHandler(handler)
     logger.setLevel({0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG))
+
+
+def _warn_unknown_functions(names) -> None:
+    """A name no durable.py registers may still be a Django Tasks path: warn, do not refuse."""
+    from ...registry import registry
+
+    for name in names or ():
+        if not registry.knows(name):
+            logging.getLogger("durable_django.worker").warning(
+                "--functions names %r, which no durable.py registers; only Django Tasks runs by that path match",
+                name)
