@@ -1,0 +1,507 @@
+"""Every admin page and action through Django's test client, with its permission checks.
+
+Runs are made by the real engine (tests/admin/conftest.py); every action is
+checked by reading the run back through the client API afterwards.
+"""
+
+import json
+import re
+
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.contrib.admin.utils import quote
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from durable_django import api, schedules_api
+from durable_django.models import Schedule
+from durable_django.registry import registry
+from durable_django.store import overview as overview_store
+from durable_django.testing import run_until_idle
+from tests.admin.conftest import TENANT, status_of
+from tests.helpers import sql
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+RUNS = "/admin/durable_django/run/"
+SCHEDULES = "/admin/durable_django/schedule/"
+
+
+def run_url(run_id, suffix="change/"):
+    return f"{RUNS}{run_id}/{suffix}"
+
+
+def listed_run_ids(response) -> list[str]:
+    """The run ids of the changelist's rows, in display order."""
+    return re.findall(r'<input type="checkbox" name="_selected_action" value="([^"]+)"', response.content.decode())
+
+
+def rows_html(response) -> str:
+    html = response.content.decode()
+    return html[html.index('id="result_list"'):]
+
+
+def bulk(client, action, run_ids, **extra):
+    """Post an admin action from the runs changelist, as the action bar does."""
+    return client.post(RUNS, {"action": action, "_selected_action": run_ids, "index": "0", **extra})
+
+
+def confirm_bulk(client, action, run_ids, **extra):
+    return bulk(client, action, run_ids, confirm="yes", **extra)
+
+
+# -- the runs listing ------------------------------------------------------
+
+
+def test_listing_is_newest_first_with_status_function_attempts_lease_and_wait(example_runs, admin_client):
+    response = admin_client.get(RUNS)
+    assert response.status_code == 200
+    ids = listed_run_ids(response)
+    newest_first = [run.run_id for run in api.list_runs(limit=100).items]
+    assert ids == newest_first and len(ids) == 9
+    rows = rows_html(response)
+    assert '<span class="durable-status durable-status-failed">Failed</span>' in rows
+    assert '<span class="durable-status durable-status-waiting">Waiting</span>' in rows
+    assert 'tests.two_steps <span class="durable-version">v1</span>' in rows
+    assert '3 <span class="durable-note">(3 failed)</span>' in rows
+    assert "signal “approval”" in rows
+    assert re.search(r"child <a href=\"[^\"]+\" class=\"durable-run-id\">" + example_runs.child[:8], rows)
+    assert re.search(r'<span title="held by admin-tests:1">4m 5\ds left</span>', rows)
+    # No column can be sorted: every order but the listing index's would sort the table.
+    assert "sortable" not in rows[: rows.index("</thead>")]
+
+
+def test_listing_overview_counts_the_last_hour_and_day(example_runs, admin_client):
+    response = admin_client.get(RUNS)
+    overview = response.context["overview"]
+    expected = dict(sql("SELECT status, count(*) FROM durable_run GROUP BY status"))
+    assert overview.last_hour.by_status == expected == overview.last_day.by_status
+    assert overview.oldest_pending_run_id == example_runs.pending
+    assert overview.created_per_minute == pytest.approx(9 / 60)
+    assert overview.landed_per_minute == pytest.approx(expected["succeeded"] / 60 + expected["failed"] / 60)
+    html = response.content.decode()
+    assert 'class="durable-overview"' in html and example_runs.pending in html
+
+
+def test_overview_counts_are_capped_and_say_so(example_runs):
+    capped = overview_store.overview(cap=4)
+    assert capped.last_day.capped and capped.last_day.total == 4
+    assert capped.last_hour.capped
+    assert not overview_store.overview().last_day.capped
+
+
+@pytest.mark.parametrize("query, expected", [
+    ("status=failed", ["failed"]),
+    ("status=waiting", ["waiting", "parent", "child"]),
+    ("function=tests.noop", ["keyed", "tenant_keyed"]),
+    (f"tenant={TENANT}", ["tenant_keyed"]),
+    ("tenant=none&function=tests.noop", ["keyed"]),
+    ("parent=PARENT", ["child"]),
+    ("status=succeeded&function=tests.two_steps", ["succeeded"]),
+])
+def test_filters_narrow_the_listing(example_runs, admin_client, query, expected):
+    query = query.replace("PARENT", example_runs.parent)
+    response = admin_client.get(f"{RUNS}?{query}")
+    assert response.status_code == 200
+    assert sorted(listed_run_ids(response)) == sorted(getattr(example_runs, name) for name in expected)
+
+
+def test_created_at_filter_keeps_todays_runs_and_drops_older_ones(example_runs, admin_client):
+    sql("UPDATE durable_run SET created_at = now() - interval '3 days' WHERE run_id = %s", [example_runs.failed])
+    response = admin_client.get(RUNS, {"created_at__gte": "2000-01-01 00:00:00+00:00"})
+    assert len(listed_run_ids(response)) == 9
+    changelist = admin_client.get(RUNS).context["cl"]
+    created = next(spec for spec in changelist.filter_specs if spec.title == "created at")
+    today = next(choice for choice in created.choices(changelist) if choice["display"] == "Today")
+    ids = listed_run_ids(admin_client.get(f"{RUNS}{today['query_string']}"))
+    assert len(ids) == 8 and example_runs.failed not in ids
+
+
+def test_function_filter_offers_the_registry_without_scanning_runs(example_runs, admin_client):
+    with CaptureQueriesContext(connection) as captured:
+        response = admin_client.get(RUNS)
+    function_filter = next(spec for spec in response.context["cl"].filter_specs if spec.title == "function")
+    assert [value for value, _ in function_filter.lookup_choices] == registry.names()
+    assert not [query["sql"] for query in captured if "DISTINCT" in query["sql"].upper()]
+
+
+def test_a_malformed_tenant_filter_is_refused_not_crashed(example_runs, admin_client):
+    response = admin_client.get(f"{RUNS}?tenant=not-a-uuid")
+    assert response.status_code == 302 and response.url.endswith("?e=1")
+
+
+@pytest.mark.parametrize("term, expected", [
+    ("RUN", ["succeeded"]),
+    ("order-1", ["keyed", "tenant_keyed"]),  # idempotency key untagged, coalesce key under TENANT
+    (":order-1", ["keyed"]),  # the stored form is found too
+    (f"{TENANT}:order-1", ["tenant_keyed"]),
+    ("order", []),  # exact match only
+    ("order-1 ", ["keyed", "tenant_keyed"]),
+])
+def test_search_is_exact_by_run_id_and_keys_as_passed(example_runs, admin_client, term, expected):
+    term = term.replace("RUN", example_runs.succeeded)
+    response = admin_client.get(RUNS, {"q": term})
+    assert sorted(listed_run_ids(response)) == sorted(getattr(example_runs, name) for name in expected)
+
+
+def test_search_within_a_tenant_matches_only_that_tenants_keys(example_runs, admin_client):
+    assert listed_run_ids(admin_client.get(RUNS, {"q": "order-1", "tenant": TENANT})) == [example_runs.tenant_keyed]
+    assert listed_run_ids(admin_client.get(RUNS, {"q": "order-1", "tenant": "none"})) == [example_runs.keyed]
+
+
+def test_counts_beyond_the_exact_bound_are_estimates(example_runs, admin_client, settings):
+    sql("""INSERT INTO durable_run (run_id, name, status, retry_policy, created_at, updated_at)
+           SELECT 'bulk-' || i, 'tests.noop', 'succeeded', '{}', now() - make_interval(secs => i), now()
+           FROM generate_series(1, 1500) i""")
+    sql("ANALYZE durable_run")
+    response = admin_client.get(RUNS)
+    paginator = response.context["cl"].paginator
+    assert paginator.estimated and paginator.count >= 1000
+    assert "the count is PostgreSQL's estimate" in response.content.decode()
+    assert len(listed_run_ids(admin_client.get(f"{RUNS}?p=3"))) == 100
+    exact = admin_client.get(f"{RUNS}?status=failed").context["cl"].paginator
+    assert not exact.estimated and exact.count == 1
+
+
+# -- a run's page ----------------------------------------------------------
+
+
+def test_run_page_shows_input_output_timeline_and_the_journal_in_order(example_runs, admin_client):
+    response = admin_client.get(run_url(example_runs.succeeded))
+    assert response.status_code == 200
+    html = response.content.decode()
+    journal = html[html.index('id="durable-journal"'):]
+    assert journal.index('data-step-id="v1:first:0"') < journal.index('data-step-id="v1:second:0"')
+    assert "&quot;one&quot;" in journal and "&quot;two&quot;" in journal
+    assert '"second_sleep": 0' in html.replace("&quot;", '"')
+    output = html[html.index('id="durable-output"'):html.index('id="durable-tree"')]
+    assert json.loads(re.search(r"<pre[^>]*>(.*?)</pre>", output, re.S).group(1).replace("&quot;", '"')) == ["one", "two"]
+    timeline = [label for label, _, _ in response.context["timeline"]]
+    assert timeline[:3] == ["created", "first claimed", "last claimed"] and "finished" in timeline
+    assert "leased until" not in timeline
+
+
+def test_run_page_shows_the_error_type_and_a_readable_traceback(example_runs, admin_client):
+    html = admin_client.get(run_url(example_runs.failed)).content.decode()
+    error = html[html.index('id="durable-error"'):]
+    assert "<code>builtins.KeyError</code>" in error
+    assert '<pre class="durable-traceback">Traceback (most recent call last):\n' in error
+    assert "raise KeyError(&quot;broken on purpose&quot;)" in error
+
+
+def test_run_page_links_parent_and_children(example_runs, admin_client):
+    parent_html = admin_client.get(run_url(example_runs.parent)).content.decode()
+    assert f'href="{run_url(example_runs.child)}"' in parent_html
+    assert f"{RUNS}?parent={example_runs.parent}" in parent_html
+    assert "spawn-child" in parent_html
+    child_html = admin_client.get(run_url(example_runs.child)).content.decode()
+    tree = child_html[child_html.index('id="durable-tree"'):]
+    assert f'href="{run_url(example_runs.parent)}"' in tree
+
+
+def test_run_page_shows_signals_and_the_running_runs_lease(example_runs, admin_client):
+    api.emit_signal(example_runs.waiting, "other", {"early": True})
+    html = admin_client.get(run_url(example_runs.waiting)).content.decode()
+    assert 'id="durable-signals"' in html and "&quot;early&quot;: true" in html
+    running = admin_client.get(run_url(example_runs.running))
+    assert "leased until" in [label for label, _, _ in running.context["timeline"]]
+
+
+def test_records_are_read_only(example_runs, admin_client):
+    assert admin_client.get(f"{RUNS}add/").status_code == 403
+    assert admin_client.get(run_url(example_runs.failed, "delete/")).status_code == 403
+    before = api.get_run(example_runs.failed)
+    response = admin_client.post(run_url(example_runs.failed), {"status": "succeeded"})
+    assert response.status_code == 403
+    assert api.get_run(example_runs.failed) == before
+    page = admin_client.get(run_url(example_runs.failed)).content.decode()
+    assert 'name="_save"' not in page and "deletelink" not in page
+    actions = admin_client.get(RUNS).context["action_form"].fields["action"].choices
+    assert "delete_selected" not in [value for value, _ in actions]
+
+
+# -- actions ---------------------------------------------------------------
+
+
+def test_bulk_cancel_confirms_first_then_reports_each_outcome(example_runs, admin_client):
+    chosen = [example_runs.waiting, example_runs.running, example_runs.succeeded]
+    confirmation = bulk(admin_client, "cancel_runs", chosen)
+    assert confirmation.status_code == 200 and "Yes, cancel" in confirmation.content.decode()
+    assert [status_of(run_id) for run_id in chosen] == ["waiting", "running", "succeeded"]
+
+    outcome = confirm_bulk(admin_client, "cancel_runs", chosen)
+    assert outcome.status_code == 200
+    labels = {target.pk: result.label for target, result in outcome.context["rows"]}
+    assert labels == {example_runs.waiting: "cancelled", example_runs.running: "requested",
+                      example_runs.succeeded: "refused"}
+    html = outcome.content.decode()
+    for run_id in chosen:
+        assert f'data-target="{run_id}"' in html
+    assert status_of(example_runs.waiting) == "cancelled"
+    running = api.get_run(example_runs.running)
+    assert running.status == "running" and running.cancel_requested_at is not None
+    succeeded = api.get_run(example_runs.succeeded)
+    assert succeeded.status == "succeeded" and succeeded.cancel_refused_at is not None
+    assert LogEntry.objects.filter(object_id=example_runs.waiting, change_message__startswith="Cancel: cancelled").exists()
+
+
+def test_bulk_cancel_confirms_exactly_the_listed_runs(example_runs, admin_client):
+    # "Select all" posts the visible rows' ids with select_across; the confirmation lists every matching run.
+    confirmation = bulk(admin_client, "cancel_runs", [example_runs.waiting], select_across="1")
+    listed = [target.pk for target, _ in confirmation.context["rows"]]
+    assert sorted(listed) == sorted(run.run_id for run in api.list_runs(limit=100).items)
+    late = api.enqueue("tests.noop", {"late": True}).run_id
+    confirm_bulk(admin_client, "cancel_runs", listed)
+    assert status_of(late) == "pending"
+
+
+def test_the_cancel_button_on_a_run_confirms_and_reports(example_runs, admin_client):
+    page = admin_client.get(run_url(example_runs.parent)).content.decode()
+    assert f'href="{run_url(example_runs.parent, "cancel/")}"' in page
+    confirmation = admin_client.get(run_url(example_runs.parent, "cancel/"))
+    assert confirmation.status_code == 200 and status_of(example_runs.parent) == "waiting"
+    response = admin_client.post(run_url(example_runs.parent, "cancel/"), {"confirm": "yes"}, follow=True)
+    assert response.redirect_chain[-1][0] == run_url(example_runs.parent)
+    assert "Cancel: cancelled" in [str(message) for message in response.context["messages"]][0]
+    # The cascade cancelled the child too.
+    assert status_of(example_runs.parent) == "cancelled" and status_of(example_runs.child) == "cancelled"
+
+
+def test_no_cancel_button_on_a_finished_run(example_runs, admin_client):
+    page = admin_client.get(run_url(example_runs.succeeded)).content.decode()
+    assert 'durable-operation-cancel' not in page and "durable-operation-retry" in page
+
+
+def test_resume_puts_a_failed_run_back_to_pending_with_its_journal(example_runs, admin_client):
+    response = admin_client.post(run_url(example_runs.failed, "resume/"), {"confirm": "yes"}, follow=True)
+    assert "Resume: resumed" in str(list(response.context["messages"])[0])
+    run = api.get_run(example_runs.failed)
+    assert run.status == "pending" and run.error is None
+
+
+def test_resume_refuses_a_run_that_did_not_fail(example_runs, admin_client):
+    outcome = confirm_bulk(admin_client, "resume_runs", [example_runs.succeeded, example_runs.failed])
+    labels = {target.pk: result.label for target, result in outcome.context["rows"]}
+    assert labels == {example_runs.succeeded: "refused", example_runs.failed: "resumed"}
+    assert status_of(example_runs.succeeded) == "succeeded"
+
+
+def test_retry_enqueues_a_new_run_with_the_same_input(example_runs, admin_client):
+    sql("UPDATE durable_run SET queue = 'reports', priority = 7 WHERE run_id = %s", [example_runs.tenant_keyed])
+    outcome = confirm_bulk(admin_client, "retry_runs", [example_runs.tenant_keyed, example_runs.waiting])
+    results = {target.pk: result for target, result in outcome.context["rows"]}
+    assert results[example_runs.waiting].label == "refused"
+    new_id = results[example_runs.tenant_keyed].new_run_id
+    original, new = api.get_run(example_runs.tenant_keyed), api.get_run(new_id)
+    assert new.run_id != original.run_id and new.status == "pending"
+    assert (new.name, new.version, new.input, new.tenant_id, new.queue, new.priority) == (
+        original.name, original.version, original.input, original.tenant_id, "reports", 7)
+    assert new.coalesce_key is None and new.idempotency_key is None
+
+
+def test_the_retry_button_leads_to_the_new_run(example_runs, admin_client):
+    response = admin_client.post(run_url(example_runs.failed, "retry/"), {"confirm": "yes"})
+    new_id = response.url.rstrip("/").split("/")[-2]
+    assert new_id != example_runs.failed and api.get_run(new_id).input == {"why": "to fail"}
+
+
+def test_signal_form_is_prefilled_validates_json_and_wakes_the_run(example_runs, admin_client):
+    url = run_url(example_runs.waiting, "signal/")
+    form = admin_client.get(url).context["form"]
+    assert form.initial == {"signal": "approval", "occurrence": 0}
+    invalid = admin_client.post(url, {"confirm": "yes", "signal": "approval", "occurrence": "0", "value": "{nope"})
+    assert invalid.status_code == 200 and "not valid JSON" in invalid.content.decode()
+    assert status_of(example_runs.waiting) == "waiting"
+    response = admin_client.post(url, {"confirm": "yes", "signal": "approval", "occurrence": "0",
+                                       "value": '{"ok": true}'}, follow=True)
+    assert "Send a signal: signal stored" in str(list(response.context["messages"])[0])
+    assert status_of(example_runs.waiting) == "pending"
+    run_until_idle(functions=["tests.signal_waiter"])
+    assert api.get_run(example_runs.waiting).output == {"approval": {"ok": True}}
+
+
+def test_a_second_signal_reports_the_value_already_kept(example_runs, admin_client):
+    api.emit_signal(example_runs.waiting, "approval", "first")
+    outcome = confirm_bulk(admin_client, "signal_runs", [example_runs.waiting],
+                           signal="approval", occurrence="0", value='"second"')
+    [(_, result)] = outcome.context["rows"]
+    assert result.label == "already sent" and '"first"' in result.detail
+
+
+# -- permissions -----------------------------------------------------------
+
+OPERATIONS = {
+    # action: (permission, the run it is tried on, extra form data, the status it would leave)
+    "cancel": ("cancel_run", "waiting", {}, "cancelled"),
+    "resume": ("retry_run", "failed", {}, "pending"),
+    "signal": ("signal_run", "waiting", {"signal": "approval", "occurrence": "0", "value": "1"}, "pending"),
+}
+
+
+def test_a_viewer_sees_runs_but_gets_no_action_and_no_button(example_runs, staff_client):
+    viewer = staff_client("view_run")
+    response = viewer.get(RUNS)
+    assert response.status_code == 200 and response.context["action_form"] is None
+    assert 'name="_selected_action"' not in response.content.decode()
+    page = viewer.get(run_url(example_runs.waiting)).content.decode()
+    assert "durable-operation" not in page
+
+
+@pytest.mark.parametrize("key", sorted(OPERATIONS))
+def test_an_operation_without_its_permission_is_refused(example_runs, staff_client, key):
+    permission, target, data, _ = OPERATIONS[key]
+    others = [codename for codename in ("cancel_run", "retry_run", "signal_run") if codename != permission]
+    client = staff_client("view_run", *others)
+    run_id = getattr(example_runs, target)
+    before = api.get_run(run_id)
+    choices = [value for value, _ in client.get(RUNS).context["action_form"].fields["action"].choices]
+    assert f"{key}_runs" not in choices
+    confirm_bulk(client, f"{key}_runs", [run_id], **data)
+    assert client.get(run_url(run_id, f"{key}/")).status_code == 403
+    assert client.post(run_url(run_id, f"{key}/"), {"confirm": "yes", **data}).status_code == 403
+    assert api.get_run(run_id) == before
+    assert f"durable-operation-{key}" not in client.get(run_url(run_id)).content.decode()
+
+
+@pytest.mark.parametrize("key", sorted(OPERATIONS))
+def test_an_operation_with_its_permission_is_offered_and_runs(example_runs, staff_client, key):
+    permission, target, data, after = OPERATIONS[key]
+    client = staff_client("view_run", permission)
+    run_id = getattr(example_runs, target)
+    choices = [value for value, _ in client.get(RUNS).context["action_form"].fields["action"].choices]
+    assert f"{key}_runs" in choices
+    assert f"durable-operation-{key}" in client.get(run_url(run_id)).content.decode()
+    confirm_bulk(client, f"{key}_runs", [run_id], **data)
+    assert status_of(run_id) == after
+
+
+def test_retry_needs_the_retry_permission(example_runs, staff_client):
+    before = sql("SELECT count(*) FROM durable_run")[0][0]
+    denied = staff_client("view_run", "cancel_run", "signal_run")
+    confirm_bulk(denied, "retry_runs", [example_runs.failed])
+    assert denied.post(run_url(example_runs.failed, "retry/"), {"confirm": "yes"}).status_code == 403
+    assert sql("SELECT count(*) FROM durable_run")[0][0] == before
+    allowed = staff_client("view_run", "retry_run")
+    confirm_bulk(allowed, "retry_runs", [example_runs.failed])
+    assert sql("SELECT count(*) FROM durable_run")[0][0] == before + 1
+
+
+def test_no_view_permission_no_runs(example_runs, staff_client):
+    client = staff_client("cancel_run")
+    assert client.get(RUNS).status_code == 403
+    assert client.post(run_url(example_runs.waiting, "cancel/"), {"confirm": "yes"}).status_code == 403
+    assert status_of(example_runs.waiting) == "waiting"
+
+
+# -- schedules -------------------------------------------------------------
+
+
+@pytest.fixture
+def nightly(transactional_db):
+    return schedules_api.schedule("nightly", "tests.noop", "30 2 * * *", tz="Europe/Berlin", input={"report": 1})
+
+
+def schedule_url(stored_id, suffix="change/"):
+    return f"{SCHEDULES}{quote(stored_id)}/{suffix}"
+
+
+def test_schedule_listing_shows_the_next_fire_in_its_own_zone(nightly, admin_client):
+    response = admin_client.get(SCHEDULES)
+    assert response.status_code == 200
+    local = nightly.next_fire_at.astimezone(__import__("zoneinfo").ZoneInfo("Europe/Berlin"))
+    assert local.hour == 2 and local.minute == 30
+    assert f"{local:%Y-%m-%d} 02:30:00 {local.tzname()} (Europe/Berlin)" in response.content.decode()
+
+
+def test_adding_a_schedule_validates_cron_and_zone_and_writes_nothing_when_invalid(admin_client, transactional_db):
+    bad = admin_client.post(f"{SCHEDULES}add/", {"key": "hourly", "name": "tests.noop", "cron": "61 * * * *",
+                                                 "tz": "Mars/Olympus", "input": "", "enabled": "on"})
+    assert bad.status_code == 200
+    errors = bad.context["adminform"].form.errors
+    assert "unknown time zone" in errors["tz"][0]
+    bad_cron = admin_client.post(f"{SCHEDULES}add/", {"key": "hourly", "name": "tests.noop", "cron": "61 * * * *",
+                                                      "tz": "UTC", "input": "", "enabled": "on"})
+    assert "invalid cron expression" in bad_cron.context["adminform"].form.errors["cron"][0]
+    assert not Schedule.objects.exists()
+
+    good = admin_client.post(f"{SCHEDULES}add/", {"key": "hourly", "tenant": TENANT, "name": "tests.noop",
+                                                  "cron": "0  *  * * *", "tz": "Asia/Tokyo", "input": '{"a": 1}',
+                                                  "enabled": "on"})
+    assert good.status_code == 302
+    stored = schedules_api.get_schedule("hourly", tenant_id=TENANT)
+    assert (stored.name, stored.cron, stored.tz, stored.input, stored.enabled) == (
+        "tests.noop", "0 * * * *", "Asia/Tokyo", {"a": 1}, True)
+
+
+def test_changing_a_schedule_goes_through_the_api_and_keeps_its_identity(nightly, admin_client):
+    url = schedule_url(":nightly")
+    form = admin_client.get(url).context["adminform"].form
+    assert form.initial["key"] == "nightly" and form.fields["key"].disabled
+    response = admin_client.post(url, {"key": "renamed", "name": "tests.noop", "cron": "0 6 * * *",
+                                       "tz": "Europe/Berlin", "input": '{"report": 2}', "enabled": "on"})
+    assert response.status_code == 302
+    stored = schedules_api.get_schedule("nightly")
+    assert stored.cron == "0 6 * * *" and stored.input == {"report": 2}
+    assert stored.next_fire_at.astimezone(__import__("zoneinfo").ZoneInfo("Europe/Berlin")).hour == 6
+    assert schedules_api.get_schedule("renamed") is None
+
+
+def test_enable_disable_and_fire_now_are_confirmed_actions(nightly, admin_client):
+    confirmation = admin_client.post(SCHEDULES, {"action": "disable_schedules", "_selected_action": [":nightly"],
+                                                 "index": "0"})
+    assert confirmation.status_code == 200 and schedules_api.get_schedule("nightly").enabled
+    admin_client.post(SCHEDULES, {"action": "disable_schedules", "_selected_action": [":nightly"], "index": "0",
+                                  "confirm": "yes"})
+    assert not schedules_api.get_schedule("nightly").enabled
+    admin_client.post(SCHEDULES, {"action": "enable_schedules", "_selected_action": [":nightly"], "index": "0",
+                                  "confirm": "yes"})
+    assert schedules_api.get_schedule("nightly").enabled
+    fired = admin_client.post(SCHEDULES, {"action": "fire_schedules", "_selected_action": [":nightly"],
+                                          "index": "0", "confirm": "yes"})
+    [(_, result)] = fired.context["rows"]
+    assert result.label == "fired" and api.get_run(result.new_run_id).input == {"report": 1}
+
+
+def test_the_fire_now_button_confirms_then_shows_the_run(nightly, admin_client):
+    page = admin_client.get(schedule_url(":nightly")).content.decode()
+    assert schedule_url(":nightly", "fire/") in page
+    assert admin_client.get(schedule_url(":nightly", "fire/")).status_code == 200
+    assert not api.list_runs(name="tests.noop").items
+    response = admin_client.post(schedule_url(":nightly", "fire/"), {"confirm": "yes"})
+    [run] = api.list_runs(name="tests.noop").items
+    assert response.url == run_url(run.run_id)
+
+
+def test_deleting_a_schedule_unschedules_it(nightly, admin_client):
+    response = admin_client.post(schedule_url(":nightly", "delete/"), {"post": "yes"})
+    assert response.status_code == 302 and schedules_api.get_schedule("nightly") is None
+
+
+def test_schedule_operations_need_their_permissions(nightly, staff_client):
+    viewer = staff_client("view_schedule")
+    assert viewer.get(SCHEDULES).context["action_form"] is None
+    viewer.post(SCHEDULES, {"action": "disable_schedules", "_selected_action": [":nightly"], "index": "0",
+                            "confirm": "yes"})
+    assert schedules_api.get_schedule("nightly").enabled
+    assert viewer.post(schedule_url(":nightly", "fire/"), {"confirm": "yes"}).status_code == 403
+    assert viewer.post(schedule_url(":nightly"), {"key": "nightly", "name": "tests.noop", "cron": "* * * * *",
+                                                  "tz": "UTC", "enabled": "on"}).status_code == 403
+    assert not api.list_runs().items and schedules_api.get_schedule("nightly").cron == "30 2 * * *"
+
+    changer = staff_client("view_schedule", "change_schedule")
+    choices = [value for value, _ in changer.get(SCHEDULES).context["action_form"].fields["action"].choices]
+    assert "disable_schedules" in choices and "fire_schedules" not in choices
+    assert changer.post(schedule_url(":nightly", "fire/"), {"confirm": "yes"}).status_code == 403
+    firer = staff_client("view_schedule", "fire_schedule")
+    assert firer.post(schedule_url(":nightly", "fire/"), {"confirm": "yes"}).status_code == 302
+    assert len(api.list_runs().items) == 1
+
+
+def test_a_settings_schedule_can_be_disabled_but_not_edited(nightly, admin_client):
+    sql("UPDATE durable_schedule SET source = 'settings' WHERE schedule_id = ':nightly'")
+    page = admin_client.get(schedule_url(":nightly")).content.decode()
+    assert 'name="_save"' not in page
+    assert admin_client.post(schedule_url(":nightly", "delete/"), {"post": "yes"}).status_code == 403
+    admin_client.post(SCHEDULES, {"action": "disable_schedules", "_selected_action": [":nightly"], "index": "0",
+                                  "confirm": "yes"})
+    assert not schedules_api.get_schedule("nightly").enabled
