@@ -13,7 +13,7 @@ from tests.helpers import sql, wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
 
-CRON = "*/4 * * * * *"  # every four seconds: several ticks in a short test
+CRON = "*/5 * * * * *"  # every five seconds: several ticks in a short test
 SPEC = parse(CRON)
 
 
@@ -31,12 +31,12 @@ def stop(workers, procs):
 
 
 def fire_log_lines(workers, procs):
-    pattern = re.compile(r"schedule every-4s fired its tick (\S+)")
+    pattern = re.compile(r"schedule every-5s fired its tick (\S+)")
     return [match.group(1) for proc in procs for match in pattern.finditer(workers.output(proc))]
 
 
 def test_three_workers_fire_each_tick_exactly_once(workers):
-    schedule("every-4s", "tests.noop", CRON, input="tick")
+    schedule("every-5s", "tests.noop", CRON, input="tick")
     procs = [workers.start("--concurrency", "2") for _ in range(3)]
     wait_until(lambda: len(fired_ticks()) >= 5 and all(s == "succeeded" for _, s in fired_ticks()),
                timeout=120, message="five ticks fired and run")
@@ -50,13 +50,13 @@ def test_three_workers_fire_each_tick_exactly_once(workers):
 
 
 def test_a_restart_after_missed_ticks_fires_once_then_resumes(workers):
-    schedule("every-4s", "tests.noop", CRON, input="tick")
+    schedule("every-5s", "tests.noop", CRON, input="tick")
     first = workers.start("--concurrency", "1")
     wait_until(lambda: fired_ticks(), timeout=60, message="the first tick")
     stop(workers, [first])
     before = fired_ticks()
-    owed = sql("SELECT next_fire_at FROM durable_schedule WHERE schedule_id = ':every-4s'")[0][0]
-    time.sleep(13)  # three ticks pass with no scheduler
+    owed = sql("SELECT next_fire_at FROM durable_schedule WHERE schedule_id = ':every-5s'")[0][0]
+    time.sleep(16)  # three ticks pass with no scheduler
     assert fired_ticks() == before
     second = workers.start("--concurrency", "1")
     wait_until(lambda: len(fired_ticks()) >= len(before) + 3, timeout=60, message="catch-up and two more ticks")
