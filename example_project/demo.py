@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -77,8 +77,7 @@ class OrderPlan:
     email: str
     items: list
     decision: str  # "approve", "reject", "none" (times out) or "cancel" (a pre-order, cancelled)
-    order: object = None
-    runs: list = field(default_factory=list)
+    order: object = None  # the shop.models.Order, once placed
 
     @property
     def expected_effects(self) -> tuple:
@@ -180,6 +179,8 @@ def final_state(run) -> str:
 
 
 class Demo:
+    """The demo's story: workers, orders, a crash, decisions, and the verdict."""
+
     def __init__(self, out, *, live: bool, timeout: float, own_database_url: bool):
         self.out = out
         self.own_database_url = own_database_url
@@ -209,8 +210,8 @@ class Demo:
         self.wait_for(f"the charge of {victim.order}", lambda: self.charge_requested(victim.order))
         self.kill(first)
         self.start_worker()
-        self.say("The dead worker's runs stay 'running' until their 3 s lease expires; then worker #2 "
-                 "reclaims them and replays each from its journal.")
+        self.say(f"The dead worker's runs stay 'running' until their {os.environ['DURABLE_LEASE_SECONDS']} s lease "
+                 f"expires; then worker #2 reclaims them and replays each from its journal.")
 
         self.decide_orders()
         self.wait_for("every run to finish", self.all_finished)
@@ -242,21 +243,22 @@ class Demo:
     def decide_orders(self) -> None:
         from shop.services import cancel_order, decide
 
-        pending = {id(plan): plan for plan in PLANS if plan.decision in ("approve", "reject")}
+        undecided = [plan for plan in PLANS if plan.decision in ("approve", "reject")]
         for plan in PLANS:
             if plan.decision == "cancel":
-                self.say(f"The customer cancels {plan.order}, the pre-order: cancel() -> {cancel_order(plan.order).value}.")
+                cancelled = cancel_order(plan.order)
+                self.say(f"The customer cancels {plan.order}, the pre-order: cancel() -> {cancelled.value}.")
 
         def decided() -> bool:
-            for key, plan in list(pending.items()):
+            for plan in list(undecided):
                 run = self.find(plan.order.fulfilment_run_id).run
                 if run is not None and run.waiting_for == "signal:approval:0":
                     approved = plan.decision == "approve"
                     decide(plan.order, approved=approved, by="demo@shop.example")
                     self.say(f"{'Approved' if approved else 'Rejected'} {plan.order}: emit_signal(run, 'approval', "
                              f"{{'approved': {approved}}}).")
-                    del pending[key]
-            return not pending
+                    undecided.remove(plan)
+            return not undecided
 
         self.wait_for("orders to reach their approval step", decided)
 
@@ -459,7 +461,6 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     os.environ.update(DEMO_ENVIRONMENT)
-    sys.path.insert(0, str(HERE))
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")  # pgserver on a machine without one
     print("durable-django demo: a shop's order workflows, a worker killed mid-workflow, and no step run twice.")
     print(f"Database: {database_description()}")
@@ -476,6 +477,9 @@ def main(argv=None) -> int:
         print(f"\nDEMO FAILED: {exc}", file=sys.stdout)
         demo.show_worker_logs()
         return 1
+    except KeyboardInterrupt:
+        print("\nInterrupted; the runs left unfinished are picked up by the next worker.", file=sys.stdout)
+        return 130
     finally:
         demo.stop_workers(graceful=False)
 

@@ -11,6 +11,7 @@ to approve an order); ``demo.py`` shortens them through the same variables.
 
 from pathlib import Path
 
+import django
 import environ
 
 from durable_django.testing import ensure_database_url
@@ -37,10 +38,8 @@ INSTALLED_APPS = [
     "durable_django",
     "shop",
 ]
-try:  # Django 6 ships the Tasks framework; on Django 5.2 the django-tasks backport is an app.
-    import django.tasks  # noqa: F401
-except ImportError:
-    INSTALLED_APPS.append("django_tasks")
+if django.VERSION < (6, 0):
+    INSTALLED_APPS.append("django_tasks")  # the Tasks framework's backport (Django 6 ships django.tasks)
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
