@@ -278,6 +278,7 @@ class Demo:
         return proc
 
     def kill(self, proc: subprocess.Popen) -> None:
+        self.refresh()  # who holds what, as of now
         held = [t.label for t in self.tracked
                 if t.run is not None and str(t.run.status) == "running" and f":{proc.pid}:" in (t.run.worker_id or "")]
         os.kill(proc.pid, signal.SIGKILL)

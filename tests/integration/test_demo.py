@@ -44,7 +44,7 @@ def with_database(url: str, name: str) -> str:
     return urlsplit(url)._replace(path=f"/{name}").geturl()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def scratch_database():
     """A fresh, empty database on the test server, dropped afterwards whatever happened."""
     name = f"durable_demo_{uuid.uuid4().hex[:12]}"
@@ -81,12 +81,6 @@ def run_demo(database_url: str) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(proc.args, proc.returncode, output)
 
 
-@pytest.fixture(scope="module")
-def demo(scratch_database):
-    """The demo's output, run once for the tests of this module."""
-    return run_demo(scratch_database)
-
-
 def section(output: str, heading: str) -> list[str]:
     """The lines after ``heading`` up to the next blank line."""
     lines = output.splitlines()
@@ -104,8 +98,44 @@ def query(database_url: str, sql: str):
         return conn.execute(sql).fetchall()
 
 
-def test_demo_runs_every_workflow_to_its_state_and_each_side_effect_once(demo, scratch_database):
-    result = demo
+ADMIN_PAGES = """
+import django
+django.setup()
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.test import Client
+from shop.models import Order
+
+settings.ALLOWED_HOSTS.append("testserver")
+client = Client()
+client.force_login(User.objects.create_superuser("admin", "admin@shop.example", "unused"))
+order = Order.objects.order_by("pk").first()
+pages = ["/admin/shop/order/", f"/admin/shop/order/{order.pk}/change/", "/admin/shop/ledgerentry/",
+         "/admin/shop/servicecall/", "/admin/durable_django/run/",
+         f"/admin/durable_django/run/{order.fulfilment_run_id}/change/", "/admin/durable_django/schedule/"]
+for page in pages:
+    response = client.get(page)
+    print(response.status_code, page)
+listing = client.get("/admin/shop/order/").content.decode()
+print("run link", f"/admin/durable_django/run/{order.fulfilment_run_id}/change/" in listing)
+"""
+
+
+def check_admin_pages(database_url: str) -> None:
+    """The example site's admin pages for the demo's orders, ledger, runs and schedule answer 200."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("DURABLE_", "SHOP_"))}
+    env.update({"DATABASE_URL": database_url, "PYTHONPATH": ROOT, "DJANGO_SETTINGS_MODULE": "shopsite.settings"})
+    result = subprocess.run([sys.executable, "-c", ADMIN_PAGES], cwd=os.path.join(ROOT, "example_project"),
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 8, result.stdout
+    assert all(line.startswith("200 ") for line in lines[:7]), result.stdout
+    assert lines[7] == "run link True", result.stdout
+
+
+def test_demo_runs_every_workflow_to_its_state_and_each_side_effect_once(scratch_database):
+    result = run_demo(scratch_database)
     output = result.stdout
     assert result.returncode == 0, output
     assert "DEMO OK" in output, output
@@ -146,38 +176,5 @@ def test_demo_runs_every_workflow_to_its_state_and_each_side_effect_once(demo, s
     assert {key: (calls[key], ledger[key]) for key in ledger} == printed
     assert query(scratch_database, "SELECT count(*) FROM durable_run WHERE recoveries > 0")[0][0] >= 1
 
-
-ADMIN_PAGES = """
-import django
-django.setup()
-from django.conf import settings
-from django.contrib.auth.models import User
-from django.test import Client
-from shop.models import Order
-
-settings.ALLOWED_HOSTS.append("testserver")
-client = Client()
-client.force_login(User.objects.create_superuser("admin", "admin@shop.example", "unused"))
-order = Order.objects.order_by("pk").first()
-pages = ["/admin/shop/order/", f"/admin/shop/order/{order.pk}/change/", "/admin/shop/ledgerentry/",
-         "/admin/shop/servicecall/", "/admin/durable_django/run/",
-         f"/admin/durable_django/run/{order.fulfilment_run_id}/change/", "/admin/durable_django/schedule/"]
-for page in pages:
-    response = client.get(page)
-    print(response.status_code, page)
-listing = client.get("/admin/shop/order/").content.decode()
-print("run link", f"/admin/durable_django/run/{order.fulfilment_run_id}/change/" in listing)
-"""
-
-
-def test_the_example_sites_admin_shows_what_the_demo_did(demo, scratch_database):
-    assert demo.returncode == 0, demo.stdout
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("DURABLE_", "SHOP_"))}
-    env.update({"DATABASE_URL": scratch_database, "PYTHONPATH": ROOT, "DJANGO_SETTINGS_MODULE": "shopsite.settings"})
-    result = subprocess.run([sys.executable, "-c", ADMIN_PAGES], cwd=os.path.join(ROOT, "example_project"),
-                            env=env, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
-    assert len(lines) == 8, result.stdout
-    assert all(line.startswith("200 ") for line in lines[:7]), result.stdout
-    assert lines[7] == "run link True", result.stdout
+    # The site the demo tells the user to open shows all of it.
+    check_admin_pages(scratch_database)
