@@ -57,11 +57,12 @@ def scratch_database():
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def run_demo(database_url: str) -> subprocess.CompletedProcess:
+def run_demo(database_url: str, tmp_path) -> subprocess.CompletedProcess:
     """``python example_project/demo.py`` from the repository root, in its own process group."""
     env = {key: value for key, value in os.environ.items()
            if key != "DJANGO_SETTINGS_MODULE" and not key.startswith(("DURABLE_", "SHOP_"))}
-    env.update({"DATABASE_URL": database_url, "PYTHONPATH": ROOT})
+    # TMPDIR: the worker logs the demo keeps go to the test's own directory.
+    env.update({"DATABASE_URL": database_url, "PYTHONPATH": ROOT, "TMPDIR": str(tmp_path)})
     proc = subprocess.Popen(
         [sys.executable, DEMO, "--plain", "--timeout", str(DEMO_TIMEOUT)],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -134,8 +135,8 @@ def check_admin_pages(database_url: str) -> None:
     assert lines[7] == "run link True", result.stdout
 
 
-def test_demo_runs_every_workflow_to_its_state_and_each_side_effect_once(scratch_database):
-    result = run_demo(scratch_database)
+def test_demo_runs_every_workflow_to_its_state_and_each_side_effect_once(scratch_database, tmp_path):
+    result = run_demo(scratch_database, tmp_path)
     output = result.stdout
     assert result.returncode == 0, output
     assert "DEMO OK" in output, output
@@ -143,6 +144,7 @@ def test_demo_runs_every_workflow_to_its_state_and_each_side_effect_once(scratch
     # The worker really was killed, and another one took its runs over.
     assert re.search(r"Killed worker #1 with SIGKILL .* It was running order \d+", output), output
     assert re.search(r"order \d+: its lease expired, so another worker reclaimed it", output), output
+    assert list(tmp_path.glob("durable-demo-logs-*/worker-2.log")), output
 
     runs = [RUN_ROW.match(line) for line in section(output, "Final state of every run:")]
     assert all(runs), output
