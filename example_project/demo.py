@@ -407,6 +407,9 @@ class Demo:
 
         print("\nSide effects per step, as the services counted them (tables shop_service_call and shop_ledger):",
               file=self.out)
+        print("  REQUESTS is what a service received, EFFECTS what it carried out. A step completed before the\n"
+              "  crash replays from the journal and sends nothing; a step in flight sends its request again under\n"
+              "  the same idempotency key, and the service returns the first answer.", file=self.out)
         print(f"  {'SUBJECT':<40} {'STEP':<28} {'REQUESTS':>8} {'EFFECTS':>8}", file=self.out)
         ok = self.report.subject is not None
         for subject, action in expected + unexpected:
@@ -463,7 +466,8 @@ def main(argv=None) -> int:
 
     os.environ.update(DEMO_ENVIRONMENT)
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")  # pgserver on a machine without one
-    print("durable-django demo: a shop's order workflows, a worker killed mid-workflow, and no step run twice.")
+    print("durable-django demo: a shop's order workflows, a worker killed mid-workflow, "
+          "and no side effect happening twice.")
     print(f"Database: {database_description()}")
 
     own_database_url = bool(os.environ.get("DATABASE_URL"))

@@ -82,12 +82,13 @@ def run_demo(database_url: str, tmp_path) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(proc.args, proc.returncode, output)
 
 
-def section(output: str, heading: str) -> list[str]:
-    """The lines after ``heading`` up to the next blank line."""
+def section(output: str, heading: str, titles: str) -> list[str]:
+    """The rows of the table under ``heading``: after its ``titles`` line, up to the next blank line."""
     lines = output.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(heading))
+    start = next(i for i in range(start, len(lines)) if lines[i].startswith(f"  {titles} "))
     body = []
-    for line in lines[start + 2:]:  # skip the heading and the column titles
+    for line in lines[start + 1:]:
         if not line.strip():
             break
         body.append(line)
@@ -146,7 +147,7 @@ def test_demo_runs_every_workflow_to_its_state_and_each_side_effect_once(scratch
     assert re.search(r"order \d+: its lease expired, so another worker reclaimed it", output), output
     assert list(tmp_path.glob("durable-demo-logs-*/worker-2.log")), output
 
-    runs = [RUN_ROW.match(line) for line in section(output, "Final state of every run:")]
+    runs = [RUN_ROW.match(line) for line in section(output, "Final state of every run:", "RUN")]
     assert all(runs), output
     states = Counter(match["state"] for match in runs if match["function"] == "shop.fulfil_order")
     assert states == Counter({"succeeded (shipped)": 1, "succeeded (rejected)": 1,
@@ -159,7 +160,7 @@ def test_demo_runs_every_workflow_to_its_state_and_each_side_effect_once(scratch
     assert all(match["state"] == match["expected"] for match in runs), output
     assert any(int(match["recovered"]) for match in runs), output
 
-    effects = [EFFECT_ROW.match(line) for line in section(output, "Side effects per step")]
+    effects = [EFFECT_ROW.match(line) for line in section(output, "Side effects per step", "SUBJECT")]
     assert all(effects), output
     assert len(effects) == 3 * 6 + 1 + 1, output  # three orders that got as far as a decision, a pre-order, the report
     assert all(int(match["effects"]) == 1 for match in effects), output
