@@ -15,6 +15,9 @@ planner's estimate beyond it, and its overview reads capped, indexed windows.
 from __future__ import annotations
 
 import json
+import os
+import re
+import sys
 import uuid
 from datetime import timedelta
 from functools import cached_property
@@ -61,6 +64,25 @@ def pretty_json(value) -> str:
     if len(text) > MAX_JSON_CHARS:
         text = text[:MAX_JSON_CHARS] + f"\n… ({len(text) - MAX_JSON_CHARS} more characters)"
     return text
+
+
+def readable_traceback(text: str) -> str:
+    """A stored traceback with each file shown relative to the import path it was loaded from.
+
+    ``.../site-packages/durable_django/engine/execute.py`` reads as
+    ``durable_django/engine/execute.py``: the module is what an operator looks
+    for. Paths outside this process's import path are left whole.
+    """
+    roots = sorted({os.path.join(os.path.abspath(entry or os.curdir), "") for entry in sys.path}, key=len,
+                   reverse=True)
+    roots = [root for root in roots if len(root) > 1]
+
+    def shorten(match):
+        path = match.group(1)
+        root = next((root for root in roots if path.startswith(root)), None)
+        return f'File "{path[len(root):]}"' if root else match.group(0)
+
+    return re.sub(r'File "([^"]+)"', shorten, text)
 
 
 def compact_duration(delta: timedelta) -> str:
@@ -401,6 +423,7 @@ class RunAdmin(admin.ModelAdmin):
             "status_badge": status_badge(run.status),
             "timeline": run_timeline(run),
             "input_json": pretty_json(run.input),
+            "error_traceback": readable_traceback(run.error) if run.error else None,
             "output_json": pretty_json(run.output) if run.output is not None or run.status == "succeeded" else None,
             "parent_exists": run.parent_run_id and Run.objects.filter(pk=run.parent_run_id).exists(),
             "children": [(child, status_badge(child.status)) for child in children[:MAX_CHILD_ROWS]],
@@ -561,9 +584,10 @@ class ScheduleForm(forms.ModelForm):
 
     def clean(self):
         cleaned = super().clean()
-        if "cron" in cleaned and "tz" in cleaned:
+        if "cron" in cleaned:
+            # With a bad zone the expression is still checked (in UTC), so both errors show at once.
             try:
-                cleaned["cron"] = cron_math.parse(cleaned["cron"], cleaned["tz"]).expression
+                cleaned["cron"] = cron_math.parse(cleaned["cron"], cleaned.get("tz", "UTC")).expression
             except InvalidSchedule as exc:
                 self.add_error("cron", str(exc))
         return cleaned
