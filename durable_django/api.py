@@ -17,7 +17,7 @@ from .exceptions import InvalidInput, RunNotFound
 from .states import CancelOutcome, RunStatus
 from .store import journal as journal_store
 from .store import runs as run_store
-from .store.db import DONE_CHANNEL
+from .store.db import DONE_CHANNEL, listening
 from .tenancy import normalize_tenant
 from .types import Run, RunPage
 
@@ -114,15 +114,10 @@ def wait_for_result(run_id, *, timeout=None, tenant_id=None) -> Run:
         RunNotFound: no such run is visible to ``tenant_id``.
         TimeoutError: the run had not landed within ``timeout``.
     """
-    import psycopg
-
-    from .worker.listener import listen_connection_params
-
     run_id, tenant = _run_id(run_id), normalize_tenant(tenant_id)
     limit = seconds(timeout, what="timeout")
     deadline = None if limit is None else time.monotonic() + limit
-    with psycopg.connect(**listen_connection_params(), autocommit=True) as conn:
-        conn.execute(f'LISTEN "{DONE_CHANNEL}"')
+    with listening([DONE_CHANNEL]) as conn:
         while True:
             run = run_store.get_run(run_id, tenant)
             if run is None:

@@ -90,6 +90,25 @@ def row_to_schedule(row) -> Schedule:
     )
 
 
+def session_connection_params() -> dict:
+    """psycopg.connect() arguments for a session of its own on the durable alias (LISTEN needs one)."""
+    params = connection().get_connection_params()
+    for django_only in ("cursor_factory", "context", "prepare_threshold"):
+        params.pop(django_only, None)
+    return params
+
+
+@contextmanager
+def listening(channels):
+    """A dedicated autocommit session that LISTENs on ``channels``; iterate ``conn.notifies()``."""
+    import psycopg
+
+    with psycopg.connect(**session_connection_params(), autocommit=True) as conn:
+        for channel in channels:
+            conn.execute(f'LISTEN "{channel}"')
+        yield conn
+
+
 def reset_connection() -> None:
     """Drop this thread's durable connection after an error so the next use reconnects."""
     conn = connection()

@@ -7,17 +7,9 @@ import threading
 
 import psycopg
 
-from ..store.db import connection
+from ..store.db import listening
 
 logger = logging.getLogger("durable_django.worker")
-
-
-def listen_connection_params() -> dict:
-    """psycopg.connect() arguments for the durable alias, from Django's own settings."""
-    params = connection().get_connection_params()
-    for django_only in ("cursor_factory", "context", "prepare_threshold"):
-        params.pop(django_only, None)
-    return params
 
 
 class Listener(threading.Thread):
@@ -30,15 +22,12 @@ class Listener(threading.Thread):
         self.on_reconnect = on_reconnect
         self.stop_event = stop
         self.ready = threading.Event()
-        self._params = listen_connection_params()
 
     def run(self):
         backoff = 0.1
         while not self.stop_event.is_set():
             try:
-                with psycopg.connect(**self._params, autocommit=True) as conn:
-                    for channel in self.channels:
-                        conn.execute(f'LISTEN "{channel}"')
+                with listening(self.channels) as conn:
                     self.ready.set()
                     backoff = 0.1
                     if self.on_reconnect:

@@ -5,7 +5,6 @@ import threading
 import uuid
 from datetime import datetime, timedelta, timezone
 
-import psycopg
 import pytest
 from django.db import connections, transaction
 
@@ -19,7 +18,7 @@ from durable_django.schedules_api import (
     sync_settings_schedules, tick_key,
 )
 from durable_django.store import schedules as schedule_store
-from durable_django.worker.listener import listen_connection_params
+from durable_django.store.db import listening
 from durable_django.worker.loop import WorkerOptions
 from tests.helpers import run_in_threads, sql, wait_until
 
@@ -164,8 +163,7 @@ def test_a_fired_tick_is_a_normal_run_with_snapshot_tenant_and_one_notify():
     schedule("flaky", "tests.flaky", "0 * * * *", input={"succeed_on": 1}, tenant_id=tenant)
     tick = datetime(2024, 5, 1, 10, tzinfo=timezone.utc)
     set_next_fire(f"{tenant}:flaky", tick)
-    with psycopg.connect(**listen_connection_params(), autocommit=True) as listener:
-        listener.execute('LISTEN "durable_wake"')
+    with listening(["durable_wake"]) as listener:
         [fired] = fire_due(names=NAMES, tenant_id=None)
         heard = list(listener.notifies(timeout=0.5))
     run = fired.run

@@ -2,13 +2,12 @@ import json
 import uuid
 from datetime import datetime, timedelta
 
-import psycopg
 import pytest
 from django.db import transaction
 
 from durable_django import api
 from durable_django.exceptions import InvalidInput, UnknownFunction
-from durable_django.worker.listener import listen_connection_params
+from durable_django.store.db import listening
 from tests.helpers import run_in_threads, sql
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -35,8 +34,7 @@ def test_a_later_submit_returns_the_original_run_unchanged():
 
 
 def test_rollback_leaves_no_row_and_wakes_no_listener():
-    with psycopg.connect(**listen_connection_params(), autocommit=True) as listener:
-        listener.execute('LISTEN "durable_wake"')
+    with listening(["durable_wake"]) as listener:
         with pytest.raises(RuntimeError):
             with transaction.atomic():
                 api.enqueue("tests.noop", {})
