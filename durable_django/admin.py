@@ -15,6 +15,7 @@ planner's estimate beyond it, and its overview reads capped, indexed windows.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
@@ -24,7 +25,7 @@ from functools import cached_property
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
@@ -32,6 +33,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponseRedirect
 from django.urls import path, reverse
+from django.utils.http import urlencode
 from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
@@ -54,6 +56,8 @@ MAX_JSON_CHARS = 20_000
 # Tenants offered in the filter and matched by key search (each costs an index probe).
 MAX_TENANTS = 1000
 MAX_TENANT_CHOICES = 30
+# A coalesce key names many finished runs over time; a search lists at most this many.
+MAX_SEARCH_MATCHES = 500
 # Columns the listing never shows: left unread for its rows.
 HEAVY_COLUMNS = ("input", "output", "error", "retry_policy")
 
@@ -110,14 +114,16 @@ def status_badge(status: str):
     return format_html('<span class="durable-status durable-status-{}">{}</span>', status, label)
 
 
+def run_url(run_id: str) -> str:
+    return reverse("admin:durable_django_run_change", args=[quote(run_id)])
+
+
 def run_link(run_id: str, text: str | None = None):
-    url = reverse("admin:durable_django_run_change", args=[quote(run_id)])
-    return format_html('<a href="{}" class="durable-run-id">{}</a>', url, text or run_id)
+    return format_html('<a href="{}" class="durable-run-id">{}</a>', run_url(run_id), text or run_id)
 
 
-def describe_wait(run: Run, now=None):
+def describe_wait(run: Run):
     """What a run is waiting for, as an operator reads it (None when it waits for nothing)."""
-    now = now or timezone.now()
     until = run.available_at
     if run.status == RunStatus.WAITING and run.waiting_for:
         kind, _, rest = run.waiting_for.partition(":")
@@ -131,7 +137,7 @@ def describe_wait(run: Run, now=None):
         if kind == "child":
             return format_html("child {}", run_link(rest, rest[:8] + "…"))
         return run.waiting_for
-    if run.status == RunStatus.PENDING and until and until > now:
+    if run.status == RunStatus.PENDING and until and until > timezone.now():
         return format_html("not before {}", moment(until))
     if run.status == RunStatus.RUNNING and run.cancel_requested_at and not run.pivoted_at:
         return "cancel requested"
@@ -151,6 +157,8 @@ class EstimatedCountPaginator(Paginator):
 
     exact_up_to = 1000
     max_pages = 100
+    # Set by ``count``: whether it is PostgreSQL's estimate rather than exact.
+    estimated = False
 
     @cached_property
     def count(self) -> int:
@@ -163,7 +171,10 @@ class EstimatedCountPaginator(Paginator):
 
     @cached_property
     def num_pages(self) -> int:
-        return min(super().num_pages, self.max_pages)
+        if self.count == 0 and not self.allow_empty_first_page:
+            return 0
+        hits = max(1, self.count - self.orphans)
+        return min(math.ceil(hits / self.per_page), self.max_pages)
 
     @property
     def truncated(self) -> bool:
@@ -301,7 +312,12 @@ class RunAdmin(admin.ModelAdmin):
         return RunChangeList
 
     def get_search_results(self, request, queryset, search_term):
-        """Exact matches only: the run id, or a key as the user passed it under any tenant's prefix."""
+        """Exact matches only: the run id, or a key as the user passed it under any tenant's prefix.
+
+        Keys are stored as ``{tenant_id}:{key}``; the candidates are the key under
+        the untagged prefix and under each tenant that owns runs (the first
+        MAX_TENANTS of them: with more, choose the tenant filter to search its keys).
+        """
         term = search_term.strip()
         if not term:
             return queryset, False
@@ -317,9 +333,8 @@ class RunAdmin(admin.ModelAdmin):
         # Separate lookups so each uses its own index (an OR across them would scan the table).
         matches = set(Run.objects.filter(run_id=term).values_list("pk", flat=True))
         matches.update(Run.objects.filter(idempotency_key__in=stored_keys).values_list("pk", flat=True))
-        matches.update(
-            Run.objects.filter(coalesce_key__in=stored_keys).values_list("pk", flat=True)[:admin_actions.MAX_ACTION_RUNS]
-        )
+        coalesced = Run.objects.filter(coalesce_key__in=stored_keys).values_list("pk", flat=True)
+        matches.update(coalesced[:MAX_SEARCH_MATCHES])
         return queryset.filter(pk__in=matches), False
 
     def changelist_view(self, request, extra_context=None):
@@ -420,7 +435,6 @@ class RunAdmin(admin.ModelAdmin):
                         .only("run_id", "name", "version", "status", "created_at")[:MAX_CHILD_ROWS + 1])
         return {
             "run": run,
-            "status_badge": status_badge(run.status),
             "timeline": run_timeline(run),
             "input_json": pretty_json(run.input),
             "error_traceback": readable_traceback(run.error) if run.error else None,
@@ -428,7 +442,7 @@ class RunAdmin(admin.ModelAdmin):
             "parent_exists": run.parent_run_id and Run.objects.filter(pk=run.parent_run_id).exists(),
             "children": [(child, status_badge(child.status)) for child in children[:MAX_CHILD_ROWS]],
             "more_children": len(children) > MAX_CHILD_ROWS,
-            "children_url": reverse("admin:durable_django_run_changelist") + f"?parent={run.run_id}",
+            "children_url": reverse("admin:durable_django_run_changelist") + "?" + urlencode({"parent": run.run_id}),
             "journal": [journal_row(step) for step in steps[:MAX_JOURNAL_ROWS]],
             "more_journal": len(steps) > MAX_JOURNAL_ROWS,
             "signals": [(signal, pretty_json(signal.value)) for signal in signals[:MAX_SIGNAL_ROWS]],
@@ -460,10 +474,10 @@ class RunAdmin(admin.ModelAdmin):
 
     def bulk_operation(self, request, queryset, operation):
         """Confirm, then perform one operation on each selected run and list every outcome."""
-        runs = list(queryset.defer(*HEAVY_COLUMNS)[: admin_actions.MAX_ACTION_RUNS + 1])
-        if len(runs) > admin_actions.MAX_ACTION_RUNS:
-            self.message_user(request, f"Select at most {admin_actions.MAX_ACTION_RUNS} runs for one action; "
-                                       "narrow the filters.", level=admin.messages.ERROR)
+        runs = list(queryset.defer(*HEAVY_COLUMNS)[: admin_actions.MAX_ACTION_TARGETS + 1])
+        if len(runs) > admin_actions.MAX_ACTION_TARGETS:
+            self.message_user(request, f"Select at most {admin_actions.MAX_ACTION_TARGETS} runs for one action; "
+                                       "narrow the filters.", level=messages.ERROR)
             return None
         # The confirmation posts the listed ids to the unfiltered listing: exactly these runs, no others.
         outcomes, confirmation = admin_actions.confirm_then_perform(
@@ -485,17 +499,15 @@ class RunAdmin(admin.ModelAdmin):
         run = self.get_object(request, unquote(object_id))
         if run is None:
             raise Http404(f"no run {object_id}")
-        run_url = reverse("admin:durable_django_run_change", args=[quote(run.run_id)])
+        here = run_url(run.run_id)
         outcomes, confirmation = admin_actions.confirm_then_perform(
             self, request, operation=operation, targets=[run], describe=describe_run,
-            form=self.operation_form(request, operation, [run]), back_url=run_url,
+            form=self.operation_form(request, operation, [run]), back_url=here,
         )
         if confirmation is not None:
             return confirmation
         admin_actions.message_outcome(self, request, operation, outcomes[0])
-        if outcomes[0].new_run_id:
-            return HttpResponseRedirect(reverse("admin:durable_django_run_change", args=[quote(outcomes[0].new_run_id)]))
-        return HttpResponseRedirect(run_url)
+        return HttpResponseRedirect(run_url(outcomes[0].new_run_id) if outcomes[0].new_run_id else here)
 
 
 def describe_run(run: Run):
@@ -716,10 +728,10 @@ class ScheduleAdmin(admin.ModelAdmin):
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     def bulk_operation(self, request, queryset, operation):
-        schedules = list(queryset[: admin_actions.MAX_ACTION_RUNS + 1])
-        if len(schedules) > admin_actions.MAX_ACTION_RUNS:
-            self.message_user(request, f"Select at most {admin_actions.MAX_ACTION_RUNS} schedules for one action.",
-                              level=admin.messages.ERROR)
+        schedules = list(queryset[: admin_actions.MAX_ACTION_TARGETS + 1])
+        if len(schedules) > admin_actions.MAX_ACTION_TARGETS:
+            self.message_user(request, f"Select at most {admin_actions.MAX_ACTION_TARGETS} schedules for one action.",
+                              level=messages.ERROR)
             return None
         outcomes, confirmation = admin_actions.confirm_then_perform(
             self, request, operation=operation, targets=schedules, describe=describe_schedule, bulk=True,
@@ -747,9 +759,7 @@ class ScheduleAdmin(admin.ModelAdmin):
         if confirmation is not None:
             return confirmation
         admin_actions.message_outcome(self, request, operation, outcomes[0])
-        if outcomes[0].new_run_id:
-            return HttpResponseRedirect(reverse("admin:durable_django_run_change", args=[quote(outcomes[0].new_run_id)]))
-        return HttpResponseRedirect(schedule_url)
+        return HttpResponseRedirect(run_url(outcomes[0].new_run_id) if outcomes[0].new_run_id else schedule_url)
 
 
 def describe_schedule(schedule: Schedule):

@@ -3,8 +3,8 @@
 The admin lists and shows records through the models; every change it makes
 goes through here, one API call per run or schedule, each in its own
 transaction, so one refusal never undoes another run's cancel. An action is
-always confirmed on an intermediate page before it runs; the confirmed set is
-exactly the set of ids the page listed.
+always confirmed on an intermediate page before it runs, and the confirmation
+posts back exactly the ids it listed.
 """
 
 from __future__ import annotations
@@ -20,23 +20,20 @@ from django.template.response import TemplateResponse
 
 from . import api, schedules_api
 from .exceptions import DurableError, InvalidInput, RunNotFound
-from .states import CancelOutcome, RunStatus
+from .states import LIVE_STATUSES, TERMINAL_STATUSES, CancelOutcome, RunStatus
 from .tenancy import unscope
 from .types import Run
 
-# An action over more runs than this is refused: narrow the filters instead.
-MAX_ACTION_RUNS = 500
+# An action over more records than this is refused: narrow the filters instead.
+MAX_ACTION_TARGETS = 500
 
-TERMINAL = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
-RESUMABLE = (RunStatus.FAILED, RunStatus.CANCELLED)
-LIVE = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING)
+RESUMABLE = frozenset({RunStatus.FAILED, RunStatus.CANCELLED})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Outcome:
     """What one action did to one run or schedule, as the operator reads it."""
 
-    target_id: str
     label: str
     detail: str = ""
     ok: bool = True
@@ -75,53 +72,48 @@ class SignalForm(forms.Form):
         return {"signal": name, "occurrence": int(occurrence)} if occurrence.isdigit() else {}
 
 
+# -- runs ------------------------------------------------------------------
+
 _CANCEL_DETAIL = {
     CancelOutcome.CANCELLED: "the run and its unfinished descendants are cancelled",
     CancelOutcome.REQUESTED: "the run is running: it stops at its next step or heartbeat",
     CancelOutcome.REFUSED: "already finished, or past a pivot step: nothing changed",
 }
-
-
-def _not_found(run_id: str) -> Outcome:
-    return Outcome(target_id=run_id, label="not found", detail="the run no longer exists", ok=False)
+_NOT_FOUND = Outcome(label="not found", detail="the run no longer exists", ok=False)
 
 
 def cancel_run(record, data: dict) -> Outcome:
     """``cancel()`` one run: cancelled, requested or refused."""
-    run_id = record.run_id
     try:
-        outcome = api.cancel(run_id)
+        outcome = api.cancel(record.run_id)
     except RunNotFound:
-        return _not_found(run_id)
-    return Outcome(target_id=run_id, label=outcome.value, detail=_CANCEL_DETAIL[outcome],
-                   ok=outcome != CancelOutcome.REFUSED)
+        return _NOT_FOUND
+    return Outcome(label=outcome.value, detail=_CANCEL_DETAIL[outcome], ok=outcome != CancelOutcome.REFUSED)
 
 
 def resume_run(record, data: dict) -> Outcome:
     """``resume()`` a failed or cancelled run, journal intact."""
-    run_id = record.run_id
     try:
-        run = api.resume(run_id)
+        run = api.resume(record.run_id)
     except RunNotFound:
-        return _not_found(run_id)
+        return _NOT_FOUND
     except InvalidInput as exc:
-        return Outcome(target_id=run_id, label="refused", detail=str(exc), ok=False)
-    return Outcome(target_id=run_id, label="resumed", detail=f"the run is {run.status} again, its journal kept")
+        return Outcome(label="refused", detail=str(exc), ok=False)
+    return Outcome(label="resumed", detail=f"the run is {run.status} again, its journal kept")
 
 
 def retry_run(record, data: dict) -> Outcome:
     """Enqueue a new run of the same function, version, input, tenant, queue and priority."""
-    run_id = record.run_id
-    run = api.get_run(run_id)
+    run = api.get_run(record.run_id)
     if run is None:
-        return _not_found(run_id)
-    if run.status not in TERMINAL:
-        return Outcome(target_id=run_id, label="refused", detail=f"the run is still {run.status}", ok=False)
+        return _NOT_FOUND
+    if run.status not in TERMINAL_STATUSES:
+        return Outcome(label="refused", detail=f"the run is still {run.status}", ok=False)
     try:
         new = retry_as_new_run(run)
     except DurableError as exc:
-        return Outcome(target_id=run_id, label="refused", detail=str(exc), ok=False)
-    return Outcome(target_id=run_id, label="retried", detail="a new run with the same input", new_run_id=new.run_id)
+        return Outcome(label="refused", detail=str(exc), ok=False)
+    return Outcome(label="retried", detail="a new run with the same input", new_run_id=new.run_id)
 
 
 def retry_as_new_run(run: Run) -> Run:
@@ -132,62 +124,19 @@ def retry_as_new_run(run: Run) -> Run:
 
 def signal_run(record, data: dict) -> Outcome:
     """``emit_signal()`` to one run; the first committed value of (run, signal, occurrence) wins."""
-    run_id = record.run_id
     try:
-        stored = api.emit_signal(run_id, data["signal"], data["value"], occurrence=data["occurrence"])
+        stored = api.emit_signal(record.run_id, data["signal"], data["value"], occurrence=data["occurrence"])
     except RunNotFound:
-        return _not_found(run_id)
+        return _NOT_FOUND
     except InvalidInput as exc:
-        return Outcome(target_id=run_id, label="refused", detail=str(exc), ok=False)
+        return Outcome(label="refused", detail=str(exc), ok=False)
     text = json.dumps(stored, ensure_ascii=False)
     if stored != data["value"]:
-        return Outcome(target_id=run_id, label="already sent", detail=f"an earlier value was kept: {text}", ok=False)
-    return Outcome(target_id=run_id, label="signal stored", detail=f"{data['signal']}#{data['occurrence']} = {text}")
+        return Outcome(label="already sent", detail=f"an earlier value was kept: {text}", ok=False)
+    return Outcome(label="signal stored", detail=f"{data['signal']}#{data['occurrence']} = {text}")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunOperation:
-    """One thing an operator can do to runs: its permission, its confirmation and its API call."""
-
-    key: str
-    verb: str
-    action_description: str
-    # The ModelAdmin's has_<permission>_permission decides who may.
-    permission: str
-    explanation: str
-    # Which runs its button is offered on (the bulk action reports the others' refusals).
-    offered_for: tuple[RunStatus, ...]
-    perform: Callable[[object, dict], Outcome]
-    form_class: type[forms.Form] | None = None
-
-
-RUN_OPERATIONS = {
-    operation.key: operation
-    for operation in (
-        RunOperation(
-            key="cancel", action_description="Cancel the selected runs", verb="Cancel", permission="cancel", offered_for=LIVE, perform=cancel_run,
-            explanation="Pending and waiting runs are cancelled now, with their unfinished descendants; "
-                        "running runs are asked to stop at their next step; finished runs and runs past "
-                        "a pivot step refuse.",
-        ),
-        RunOperation(
-            key="resume", action_description="Resume the selected runs", verb="Resume", permission="retry", offered_for=RESUMABLE, perform=resume_run,
-            explanation="Failed and cancelled runs go back to pending with their journal intact, so "
-                        "completed steps are not run again, and a fresh failure budget.",
-        ),
-        RunOperation(
-            key="retry", action_description="Retry the selected runs as new runs", verb="Retry as a new run", permission="retry", offered_for=TERMINAL, perform=retry_run,
-            explanation="Each finished run is submitted again as a new run of the same function version, "
-                        "with the same input, tenant, queue and priority and an empty journal.",
-        ),
-        RunOperation(
-            key="signal", action_description="Send a signal to the selected runs", verb="Send a signal", permission="signal", offered_for=LIVE, perform=signal_run,
-            form_class=SignalForm,
-            explanation="The signal is stored for each run (the first value sent wins) and wakes a run "
-                        "waiting on exactly that signal and occurrence.",
-        ),
-    )
-}
+# -- schedules ---------------------------------------------------------------
 
 
 def schedule_address(record) -> tuple[str, str | None]:
@@ -201,8 +150,8 @@ def _set_enabled(enabled: bool):
         try:
             schedule = schedules_api.set_schedule_enabled(schedule_id, enabled, tenant_id=tenant_id)
         except InvalidInput as exc:
-            return Outcome(target_id=record.schedule_id, label="not found", detail=str(exc), ok=False)
-        return Outcome(target_id=record.schedule_id, label="enabled" if enabled else "disabled",
+            return Outcome(label="not found", detail=str(exc), ok=False)
+        return Outcome(label="enabled" if enabled else "disabled",
                        detail=f"next fire at {schedule.next_fire_at:%Y-%m-%d %H:%M:%S} UTC")
 
     return perform
@@ -211,48 +160,84 @@ def _set_enabled(enabled: bool):
 def fire_schedule(record, data: dict) -> Outcome:
     """``fire_schedule_now()``: one run now, the regular ticks left as they are."""
     schedule_id, tenant_id = schedule_address(record)
-    stored_id = record.schedule_id
     try:
         run = schedules_api.fire_schedule_now(schedule_id, tenant_id=tenant_id)
     except DurableError as exc:
-        return Outcome(target_id=stored_id, label="refused", detail=str(exc), ok=False)
-    return Outcome(target_id=stored_id, label="fired", detail=f"a run of {run.name} was enqueued",
-                   new_run_id=run.run_id)
+        return Outcome(label="refused", detail=str(exc), ok=False)
+    return Outcome(label="fired", detail=f"a run of {run.name} was enqueued", new_run_id=run.run_id)
+
+
+# -- the operations ----------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ScheduleOperation:
-    """One thing an operator can do to schedules, through the schedules API."""
+class Operation:
+    """One thing an operator can do: who may, what the confirmation says, and the API call."""
 
     key: str
     verb: str
     action_description: str
+    # The ModelAdmin's has_<permission>_permission decides who may.
     permission: str
     explanation: str
     perform: Callable[[object, dict], Outcome]
+    # Runs whose page offers this as a button (the bulk action reports the others' refusals).
+    offered_for: frozenset = frozenset()
+    form_class: type[forms.Form] | None = None
 
 
-SCHEDULE_OPERATIONS = {
-    operation.key: operation
-    for operation in (
-        ScheduleOperation(
-            key="enable", verb="Enable", action_description="Enable the selected schedules", permission="change",
-            perform=_set_enabled(True),
-            explanation="Enabled schedules fire at their next tick; ticks that passed while they were "
-                        "disabled are not fired.",
-        ),
-        ScheduleOperation(
-            key="disable", verb="Disable", action_description="Disable the selected schedules",
-            permission="change", perform=_set_enabled(False),
-            explanation="Disabled schedules keep their definition and fire nothing until enabled again.",
-        ),
-        ScheduleOperation(
-            key="fire", verb="Fire now", action_description="Fire the selected schedules now", permission="fire",
-            perform=fire_schedule,
-            explanation="Each schedule enqueues one run now, enabled or not; its regular ticks stay as they are.",
-        ),
-    )
-}
+def _by_key(*operations: Operation) -> dict[str, Operation]:
+    return {operation.key: operation for operation in operations}
+
+
+RUN_OPERATIONS = _by_key(
+    Operation(
+        key="cancel", verb="Cancel", action_description="Cancel the selected runs", permission="cancel",
+        perform=cancel_run, offered_for=LIVE_STATUSES,
+        explanation="Pending and waiting runs are cancelled now, with their unfinished descendants; running "
+                    "runs are asked to stop at their next step; finished runs and runs past a pivot step refuse.",
+    ),
+    Operation(
+        key="resume", verb="Resume", action_description="Resume the selected runs", permission="retry",
+        perform=resume_run, offered_for=RESUMABLE,
+        explanation="Failed and cancelled runs go back to pending with their journal intact, so completed "
+                    "steps are not run again, and a fresh failure budget.",
+    ),
+    Operation(
+        key="retry", verb="Retry as a new run", action_description="Retry the selected runs as new runs",
+        permission="retry", perform=retry_run, offered_for=TERMINAL_STATUSES,
+        explanation="Each finished run is submitted again as a new run of the same function version, with "
+                    "the same input, tenant, queue and priority and an empty journal.",
+    ),
+    Operation(
+        key="signal", verb="Send a signal", action_description="Send a signal to the selected runs",
+        permission="signal", perform=signal_run, offered_for=LIVE_STATUSES, form_class=SignalForm,
+        explanation="The signal is stored for each run (the first value sent wins) and wakes a run waiting "
+                    "on exactly that signal and occurrence.",
+    ),
+)
+
+SCHEDULE_OPERATIONS = _by_key(
+    Operation(
+        key="enable", verb="Enable", action_description="Enable the selected schedules", permission="change",
+        perform=_set_enabled(True),
+        explanation="Enabled schedules fire at their next tick; ticks that passed while they were disabled "
+                    "are not fired.",
+    ),
+    Operation(
+        key="disable", verb="Disable", action_description="Disable the selected schedules", permission="change",
+        perform=_set_enabled(False),
+        explanation="Disabled schedules keep their definition and fire nothing until enabled again.",
+    ),
+    Operation(
+        key="fire", verb="Fire now", action_description="Fire the selected schedules now", permission="fire",
+        perform=fire_schedule,
+        explanation="Each schedule enqueues one run now, enabled or not; its regular ticks stay as they are.",
+    ),
+)
+
+
+# -- confirmation and outcome pages ------------------------------------------
 
 
 def confirm_then_perform(model_admin, request, *, operation, targets, describe, back_url, form=None, hidden=(),
@@ -260,9 +245,9 @@ def confirm_then_perform(model_admin, request, *, operation, targets, describe, 
     """Render the confirmation page, or, once confirmed, perform the operation on every target.
 
     Args:
-        model_admin: the ModelAdmin the action belongs to (for context and audit log).
+        model_admin: the ModelAdmin the action belongs to (for context and the audit log).
         request: the current request; a POST with ``confirm=yes`` performs.
-        operation: an object with ``verb``, ``explanation`` and ``perform(target, data)``.
+        operation: the :class:`Operation`.
         targets: model instances to act on (already capped by the caller).
         describe: target -> safe HTML that tells the operator what it is.
         back_url: where "No, take me back" leads.
@@ -297,15 +282,11 @@ def confirm_then_perform(model_admin, request, *, operation, targets, describe, 
         "back_url": back_url,
         "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
     }
-    template = [f"admin/{opts.app_label}/{opts.model_name}/confirm_operation.html",
-                f"admin/{opts.app_label}/confirm_operation.html"]
-    return None, TemplateResponse(request, template, context)
+    return None, TemplateResponse(request, "admin/durable_django/confirm_operation.html", context)
 
 
 def outcomes_response(model_admin, request, *, operation, targets, outcomes):
     """The page that lists what a bulk action did to each target."""
-    opts = model_admin.model._meta
-    rows = [(target, outcome) for target, outcome in zip(targets, outcomes)]
     summary: dict[str, int] = {}
     for outcome in outcomes:
         summary[outcome.label] = summary.get(outcome.label, 0) + 1
@@ -316,13 +297,11 @@ def outcomes_response(model_admin, request, *, operation, targets, outcomes):
     context = {
         **model_admin.admin_site.each_context(request),
         "title": f"{operation.verb}: outcome",
-        "opts": opts,
+        "opts": model_admin.model._meta,
         "operation": operation,
-        "rows": rows,
+        "rows": list(zip(targets, outcomes)),
     }
-    template = [f"admin/{opts.app_label}/{opts.model_name}/operation_outcomes.html",
-                f"admin/{opts.app_label}/operation_outcomes.html"]
-    return TemplateResponse(request, template, context)
+    return TemplateResponse(request, "admin/durable_django/operation_outcomes.html", context)
 
 
 def message_outcome(model_admin, request, operation, outcome: Outcome) -> None:

@@ -175,7 +175,8 @@ def test_run_page_shows_input_output_timeline_and_the_journal_in_order(example_r
     assert "&quot;one&quot;" in journal and "&quot;two&quot;" in journal
     assert '"second_sleep": 0' in html.replace("&quot;", '"')
     output = html[html.index('id="durable-output"'):html.index('id="durable-tree"')]
-    assert json.loads(re.search(r"<pre[^>]*>(.*?)</pre>", output, re.S).group(1).replace("&quot;", '"')) == ["one", "two"]
+    shown = re.search(r"<pre[^>]*>(.*?)</pre>", output, re.S).group(1)
+    assert json.loads(shown.replace("&quot;", '"')) == ["one", "two"]
     timeline = [label for label, _, _ in response.context["timeline"]]
     assert timeline[:3] == ["created", "first claimed", "last claimed"] and "finished" in timeline
     assert "leased until" not in timeline
@@ -246,7 +247,8 @@ def test_bulk_cancel_confirms_first_then_reports_each_outcome(example_runs, admi
     assert running.status == "running" and running.cancel_requested_at is not None
     succeeded = api.get_run(example_runs.succeeded)
     assert succeeded.status == "succeeded" and succeeded.cancel_refused_at is not None
-    assert LogEntry.objects.filter(object_id=example_runs.waiting, change_message__startswith="Cancel: cancelled").exists()
+    audit = LogEntry.objects.filter(object_id=example_runs.waiting, change_message__startswith="Cancel: cancelled")
+    assert audit.exists()
 
 
 def test_bulk_cancel_confirms_exactly_the_listed_runs(example_runs, admin_client):
@@ -509,3 +511,16 @@ def test_a_settings_schedule_can_be_disabled_but_not_edited(nightly, admin_clien
     admin_client.post(SCHEDULES, {"action": "disable_schedules", "_selected_action": [":nightly"], "index": "0",
                                   "confirm": "yes"})
     assert not schedules_api.get_schedule("nightly").enabled
+
+
+def test_an_action_over_too_many_runs_is_refused_whole(example_runs, admin_client):
+    from durable_django.admin_actions import MAX_ACTION_TARGETS
+
+    sql("""INSERT INTO durable_run (run_id, name, status, retry_policy, created_at, updated_at)
+           SELECT 'many-' || i, 'tests.noop', 'pending', '{}', now(), now() FROM generate_series(1, %s) i""",
+        [MAX_ACTION_TARGETS])
+    response = bulk(admin_client, "cancel_runs", [example_runs.waiting], select_across="1", confirm="yes")
+    assert response.status_code == 302
+    messages = [str(message) for message in admin_client.get(RUNS).context["messages"]]
+    assert any(f"Select at most {MAX_ACTION_TARGETS} runs" in message for message in messages)
+    assert sql("SELECT count(*) FROM durable_run WHERE status = 'cancelled'") == [(0,)]
