@@ -9,13 +9,12 @@ from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Now
 
-from .states import RunStatus
+from .states import MAX_PRIORITY, MIN_PRIORITY, RunStatus
 
 # Constraint names are shared with the store, which maps violations by name.
 IDEMPOTENCY_CONSTRAINT = "durable_run_idempotency_key_key"
 COALESCE_CONSTRAINT = "durable_run_coalesce_key_pending"
 PRIORITY_CONSTRAINT = "durable_run_priority_range"
-MIN_PRIORITY, MAX_PRIORITY = -100, 100
 
 
 class Run(models.Model):

@@ -18,6 +18,9 @@ class RunStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
+# A run's priority range (Django Tasks' own): higher is claimed first.
+MIN_PRIORITY, MAX_PRIORITY = -100, 100
+
 LIVE_STATUSES = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING})
 TERMINAL_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
 

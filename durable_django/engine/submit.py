@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..conf import durable_settings
 from ..exceptions import InvalidInput
-from ..models import MAX_PRIORITY, MIN_PRIORITY
+from ..states import MAX_PRIORITY, MIN_PRIORITY
 from ..registry import TASK_PATH_VERSION, registry, validate_name
 from ..store import runs as run_store
 from ..tenancy import normalize_tenant, scope
