@@ -250,15 +250,15 @@ class ParentFilter(admin.SimpleListFilter):
         return queryset.filter(parent_run_id=self.value()) if self.value() else queryset
 
 
-def operation_action(key: str):
-    """The bulk action of one run operation, confirmed on an intermediate page."""
-    operation = admin_actions.RUN_OPERATIONS[key]
+def operation_action(operations: dict, key: str, noun: str):
+    """The bulk action of one run or schedule operation, confirmed on an intermediate page."""
+    operation = operations[key]
 
     @admin.action(permissions=[operation.permission], description=operation.action_description)
     def action(model_admin, request, queryset):
         return model_admin.bulk_operation(request, queryset, operation)
 
-    action.__name__ = f"{key}_runs"
+    action.__name__ = f"{key}_{noun}"
     return action
 
 
@@ -276,7 +276,8 @@ class RunAdmin(admin.ModelAdmin):
     show_facets = admin.ShowFacets.NEVER
     paginator = EstimatedCountPaginator
     list_per_page = 100
-    actions = [operation_action(key) for key in admin_actions.RUN_OPERATIONS]
+    actions = [operation_action(admin_actions.RUN_OPERATIONS, key, "runs")
+               for key in admin_actions.RUN_OPERATIONS]
     readonly_fields = ("run_id", "function", "colored_status", "queue_and_priority", "tenant", "keys",
                        "attempts_display", "retry_policy_display", "worker_id", "waiting", "cancellation")
     fieldsets = [
@@ -615,18 +616,6 @@ def next_fire_in_zone(schedule: Schedule) -> str:
     return f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()} ({zone.key})"
 
 
-def schedule_action(key: str):
-    """The bulk action of one schedule operation, confirmed on an intermediate page."""
-    operation = admin_actions.SCHEDULE_OPERATIONS[key]
-
-    @admin.action(permissions=[operation.permission], description=operation.action_description)
-    def action(model_admin, request, queryset):
-        return model_admin.bulk_operation(request, queryset, operation)
-
-    action.__name__ = f"{key}_schedules"
-    return action
-
-
 @admin.register(Schedule)
 class ScheduleAdmin(admin.ModelAdmin):
     form = ScheduleForm
@@ -638,7 +627,8 @@ class ScheduleAdmin(admin.ModelAdmin):
     search_fields = ("schedule_id",)
     search_help_text = "An exact schedule id (as it was passed, without a tenant prefix)."
     show_facets = admin.ShowFacets.NEVER
-    actions = [schedule_action(key) for key in admin_actions.SCHEDULE_OPERATIONS]
+    actions = [operation_action(admin_actions.SCHEDULE_OPERATIONS, key, "schedules")
+               for key in admin_actions.SCHEDULE_OPERATIONS]
 
     class Media:
         css = {"all": ["durable_django/admin.css"]}

@@ -118,15 +118,20 @@ def set_schedule_enabled(schedule_id: str, enabled: bool, *, tenant_id=None) -> 
         raise InvalidInput(f"enabled must be a bool, got {enabled!r}")
     stored_id = _stored_id(schedule_id, tenant_id)
     with transaction.atomic(using=connection().alias):
-        locked = schedule_store.lock(stored_id)
-        if locked is None:
-            raise InvalidInput(f"no schedule {schedule_id!r}", schedule_id=schedule_id)
-        current, now = locked
+        current, now = _lock_or_refuse(stored_id, schedule_id)
         try:
             fresh = cron_math.next_fire_after(cron_math.parse(current.cron, current.tz), now)
         except InvalidSchedule:
             fresh = None  # a corrupt stored cron keeps its next_fire_at; firing will postpone it
         return schedule_store.set_enabled(stored_id, enabled, fresh)
+
+
+def _lock_or_refuse(stored_id: str, schedule_id: str):
+    """Lock a schedule row for an operator change; (schedule, database now), or InvalidInput."""
+    locked = schedule_store.lock(stored_id)
+    if locked is None:
+        raise InvalidInput(f"no schedule {schedule_id!r}", schedule_id=schedule_id)
+    return locked
 
 
 def fire_schedule_now(schedule_id: str, *, tenant_id=None) -> Run:
@@ -145,10 +150,7 @@ def fire_schedule_now(schedule_id: str, *, tenant_id=None) -> Run:
     """
     stored_id = _stored_id(schedule_id, tenant_id)
     with transaction.atomic(using=connection().alias):
-        locked = schedule_store.lock(stored_id)
-        if locked is None:
-            raise InvalidInput(f"no schedule {schedule_id!r}", schedule_id=schedule_id)
-        current, now = locked
+        current, now = _lock_or_refuse(stored_id, schedule_id)
         run = _enqueue(current, f"schedule:{current.schedule_id}:manual:{_stamp(now)}")
         schedule_store.mark_fired(stored_id)
         return run
