@@ -177,7 +177,7 @@ def run_peer(peer: str, n: int) -> dict:
     env = {**os.environ, "PEER_DATABASE_URL": peer_database_url(), "PYTHONPATH": common.ROOT}
     env.pop("DJANGO_SETTINGS_MODULE", None)
     result = subprocess.run([python, "-m", "bench.peers", peer, str(n)], cwd=common.ROOT, env=env,
-                            capture_output=True, text=True, timeout=900)
+                            capture_output=True, text=True, timeout=600)
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     if result.returncode or not lines:
         return {"error": f"exit {result.returncode}: {(result.stderr or result.stdout)[-800:]}"}
