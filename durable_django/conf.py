@@ -17,6 +17,8 @@ class DurableSettings:
     SCHEDULES = {}
     # Purge finished runs older than this from inside the worker (None: never).
     PURGE_AFTER = None
+    # Prepare the store's statements on the server (set False behind a pooler that cannot keep them).
+    PREPARED_STATEMENTS = True
     # How often the worker logs its summary line.
     SUMMARY_SECONDS = 60.0
 

@@ -33,6 +33,9 @@ from .listener import Listener
 
 logger = logging.getLogger("durable_django.worker")
 
+# Claimed runs that may wait for a slot, per slot: one batch ahead of the slots.
+PREFETCH_FACTOR = 1
+
 
 @dataclass
 class WorkerOptions:
@@ -137,13 +140,27 @@ class Worker:
         if self.options.queues is None or payload in self.options.queues:
             self._wake.set()
 
+    def _room_to_claim(self) -> int:
+        """How many runs to claim now: fill idle slots at once, top up the prefetch in batches.
+
+        Up to ``concurrency`` claimed runs wait in a local queue beside the busy
+        slots, so a slot that frees finds work without a round trip and claims
+        come in batches rather than one run per finished attempt.
+        """
+        concurrency = self.options.concurrency
+        in_flight = self.active_count
+        room = concurrency * (1 + PREFETCH_FACTOR) - in_flight
+        if in_flight < concurrency or room >= max(1, concurrency // 2):
+            return room
+        return 0
+
     def _claim_loop(self) -> None:
         poll = durable_settings.POLL_SECONDS
         backoff = 0.1
         next_summary = time.monotonic() + durable_settings.SUMMARY_SECONDS
         while not self._stopping.is_set():
             self._wake.clear()
-            free = self.options.concurrency - self.active_count
+            free = self._room_to_claim()
             claimed: list[Attempt] = []
             timeout = poll * random.uniform(0.95, 1.05)
             if free > 0:
@@ -244,6 +261,7 @@ class Worker:
     # -- shutdown ---------------------------------------------------------------------
 
     def _shutdown(self) -> None:
+        self._release_unstarted()
         deadline = time.monotonic() + self.options.grace
         while self.active_count and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -262,6 +280,26 @@ class Worker:
             self._slots.put(None)
         self._log_summary()
         logger.info("worker %s stopped", self.options.worker_id)
+
+    def _release_unstarted(self) -> None:
+        """Hand back the prefetched runs no slot has started, at once: the grace period is for attempts."""
+        unstarted = []
+        while True:
+            try:
+                attempt = self._slots.get_nowait()
+            except queue.Empty:
+                break
+            if attempt is not None:
+                unstarted.append(attempt)
+        if not unstarted:
+            return
+        try:
+            run_store.release([attempt.held for attempt in unstarted])
+        except DatabaseError as exc:
+            logger.warning("could not release prefetched runs (%s); their leases will expire", exc)
+        with self._active_lock:
+            for attempt in unstarted:
+                self._active.pop(attempt.run.run_id, None)
 
     def _log_summary(self) -> None:
         elapsed = max(time.monotonic() - self.stats.started, 1e-9)
