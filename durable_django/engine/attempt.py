@@ -31,6 +31,7 @@ class Attempt:
         self.cancel_requested = claimed.run.cancel_requested_at is not None and not self.pivoted
         self.lost = False
         self._pivot_depth = 0
+        self._finished = False
         self._lock = threading.Lock()
         self._thread_id: int | None = None
         self._in_user_code = False
@@ -104,10 +105,17 @@ class Attempt:
 
     # -- stops, from the heartbeat thread ------------------------------------
 
-    def begin_cancel(self) -> bool:
-        """Flag a requested cancel; False while a pivot step runs or after one (the cancel waits or is refused)."""
+    def finish(self) -> None:
+        """The handler returned: its completion wins over any cancel requested from now on."""
         with self._lock:
-            if self._pivot_depth or self.pivoted:
+            self._finished = True
+            self._clear_interrupt()
+
+    def begin_cancel(self) -> bool:
+        """Flag a requested cancel; False while a pivot step runs or after one (the cancel waits or is
+        refused), and once the handler returned (its completion wins)."""
+        with self._lock:
+            if self._pivot_depth or self.pivoted or self._finished:
                 return False
             self.cancel_requested = True
             return True
@@ -116,6 +124,8 @@ class Attempt:
         with self._lock:
             self.lost = self.lost or lost
             self.cancel_requested = self.cancel_requested or cancelled
+            if self._finished:
+                return  # the handler returned; only its landing is left
             if not lost and (self._pivot_depth or self.pivoted):
                 return  # a requested cancel waits while a pivot step runs
             if self._task is not None and self._loop is not None:

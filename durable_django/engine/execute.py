@@ -44,8 +44,23 @@ def resolve_handler(name: str, version: int):
     return registry.get(name, version).fn
 
 
-def execute(attempt: Attempt) -> str:
-    """Run the handler once and land what it did; returns one of the outcome names."""
+def complete_now(attempt: Attempt, output: str) -> str:
+    """Land a successful attempt at once (the worker batches these instead)."""
+    run = attempt.run
+    if run_store.complete(run.run_id, attempt.token, output) is None:
+        logger.warning("run %s: completion refused, its lease was taken over", run.run_id)
+        return LOST
+    logger.info("run %s (%s v%s) succeeded on attempt %s", run.run_id, run.name, run.version, attempt.token)
+    return SUCCEEDED
+
+
+def execute(attempt: Attempt, *, land_success=complete_now) -> str:
+    """Run the handler once and land what it did; returns one of the outcome names.
+
+    Args:
+        attempt: the claimed run and its fence token.
+        land_success: called with (attempt, output JSON) when the handler returned.
+    """
     run = attempt.run
     if attempt.cancel_requested:
         # Cancel requested while nobody held it (its worker died): land it without calling the body.
@@ -67,6 +82,8 @@ def execute(attempt: Attempt) -> str:
         else:
             with attempt.user_code():
                 result = handler(ctx, run.input)
+        # The handler returned: from here a requested cancel no longer stops it (the completion wins).
+        attempt.finish()
     except Suspended:
         logger.info("run %s (%s v%s) suspended", run.run_id, run.name, run.version)
         return SUSPENDED
@@ -88,11 +105,7 @@ def execute(attempt: Attempt) -> str:
         output = json_text(result, what=f"the return value of {run.name}")
     except Exception as exc:  # noqa: BLE001
         return _fail(attempt, exc)
-    if run_store.complete(run.run_id, attempt.token, output) is None:
-        logger.warning("run %s: completion refused, its lease was taken over", run.run_id)
-        return LOST
-    logger.info("run %s (%s v%s) succeeded on attempt %s", run.run_id, run.name, run.version, attempt.token)
-    return SUCCEEDED
+    return land_success(attempt, output)
 
 
 def _run_async(handler, attempt: Attempt):

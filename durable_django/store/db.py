@@ -35,9 +35,14 @@ def cursor():
     The store's statements are few and fixed; binding parameters on the server
     lets PostgreSQL keep their plans (prepared statements), which halves the
     cost of the landing and claim statements. It goes through Django's cursor
-    wrapper, so query logging, error mapping and test query counts still see it.
+    wrapper (error mapping, execute wrappers); while queries are logged, Django's own cursor is used.
     """
     conn = connection()
+    if conn.queries_logged:
+        # DEBUG or a test capturing queries: Django's own cursor records the SQL as sent.
+        with conn.cursor() as cur:
+            yield cur
+        return
     conn.ensure_connection()
     raw = conn.connection
     if durable_settings.PREPARED_STATEMENTS and raw.prepare_threshold is None:
@@ -45,9 +50,7 @@ def cursor():
         # server-binding cursors prepare (Django's own client-binding cursors never do).
         raw.prepare_threshold = 0
     conn.validate_thread_sharing()
-    server_cursor = psycopg.Cursor(raw)
-    wrapped = conn.make_debug_cursor(server_cursor) if conn.queries_logged else conn.make_cursor(server_cursor)
-    with wrapped as cur:
+    with conn.make_cursor(psycopg.Cursor(raw)) as cur:
         yield cur
 
 

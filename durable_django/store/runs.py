@@ -150,6 +150,15 @@ COMPLETE = landing_sql(f"""
     RETURNING run_id, parent_run_id, status, queue, true AS cascade
 """)
 
+# Land a batch of held runs succeeded with their outputs, in one statement and one commit.
+COMPLETE_MANY = landing_sql("""
+    UPDATE durable_run r SET status = 'succeeded', output = done.output::jsonb, leased_until = NULL,
+        finished_at = now(), updated_at = now()
+    FROM unnest(%(run_ids)s::text[], %(tokens)s::int[], %(outputs)s::text[]) AS done(run_id, token, output)
+    WHERE r.run_id = done.run_id AND r.attempts = done.token AND r.status = 'running'
+    RETURNING r.run_id, r.parent_run_id, r.status, r.queue, true AS cascade
+""")
+
 _FAIL_STATUS = """CASE
     WHEN cancel_requested_at IS NOT NULL AND pivoted_at IS NULL THEN 'cancelled'
     WHEN %(final)s THEN 'failed'
@@ -405,6 +414,17 @@ def _land(sql: str, params: dict) -> str | None:
 
 def complete(run_id: str, token: int, output_json: str) -> str | None:
     return _land(COMPLETE, {"run_id": run_id, "token": token, "output": output_json})
+
+
+def complete_many(finished: list[tuple[str, int, str]]) -> set[str]:
+    """Land (run_id, token, output JSON) triples succeeded; returns the run ids the fence let through."""
+    with cursor() as cur:
+        cur.execute(COMPLETE_MANY, {
+            "run_ids": [run_id for run_id, _, _ in finished],
+            "tokens": [token for _, token, _ in finished],
+            "outputs": [output for _, _, output in finished],
+        })
+        return {row[0] for row in cur.fetchall()}
 
 
 def fail(run_id: str, token: int, *, error: str, error_type: str, final: bool, delay: float,

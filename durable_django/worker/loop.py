@@ -35,6 +35,8 @@ logger = logging.getLogger("durable_django.worker")
 
 # Claimed runs that may wait for a slot, per slot: one batch ahead of the slots.
 PREFETCH_FACTOR = 1
+# What a slot reports for a successful attempt handed to the claim loop for batch landing.
+LANDING = "landing"
 
 
 @dataclass
@@ -90,6 +92,8 @@ class Worker:
         self._active: dict[str, Attempt] = {}
         self._active_lock = threading.Lock()
         self._slots: queue.Queue = queue.Queue()
+        # Successful attempts waiting to be landed in a batch: (attempt, output JSON).
+        self._finished: queue.Queue = queue.Queue()
         self._threads: list[threading.Thread] = []
 
     # -- control --------------------------------------------------------------
@@ -136,6 +140,42 @@ class Worker:
             self._scheduler = SchedulerThread(self.options, self._halt)
             self._scheduler.start()
 
+    def _land_later(self, attempt: Attempt, output: str) -> str:
+        """Queue a successful attempt for the claim loop, which lands a batch in one statement."""
+        self._finished.put((attempt, output))
+        self._wake.set()
+        return LANDING
+
+    def _land_finished(self) -> None:
+        """Land every queued successful attempt in one statement and free their places."""
+        batch = []
+        while True:
+            try:
+                batch.append(self._finished.get_nowait())
+            except queue.Empty:
+                break
+        if not batch:
+            return
+        try:
+            landed = run_store.complete_many([(a.run.run_id, a.token, output) for a, output in batch])
+        except DatabaseError as exc:
+            logger.warning("landing %d completed run(s) failed (%s); retrying", len(batch), exc)
+            reset_connection()
+            for item in batch:
+                self._finished.put(item)
+            raise
+        for attempt, _ in batch:
+            run = attempt.run
+            if run.run_id in landed:
+                logger.info("run %s (%s v%s) succeeded on attempt %s", run.run_id, run.name, run.version,
+                            attempt.token)
+                self.stats.count(executor.SUCCEEDED)
+            else:
+                logger.warning("run %s: completion refused, its lease was taken over", run.run_id)
+                self.stats.count(executor.LOST)
+            with self._active_lock:
+                self._active.pop(run.run_id, None)
+
     def _on_notify(self, channel: str, payload: str) -> None:
         if self.options.queues is None or payload in self.options.queues:
             self._wake.set()
@@ -160,9 +200,15 @@ class Worker:
         next_summary = time.monotonic() + durable_settings.SUMMARY_SECONDS
         while not self._stopping.is_set():
             self._wake.clear()
-            free = self._room_to_claim()
             claimed: list[Attempt] = []
             timeout = poll * random.uniform(0.95, 1.05)
+            try:
+                self._land_finished()
+            except DatabaseError:
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            free = self._room_to_claim()
             if free > 0:
                 try:
                     claimed = claim_batch(free, self.options.worker_id, self._bounds)
@@ -204,7 +250,9 @@ class Worker:
             if attempt is None:
                 return
             try:
-                outcome = executor.execute(attempt)
+                outcome = executor.execute(attempt, land_success=self._land_later)
+                if outcome == LANDING:
+                    continue  # the claim loop lands it with others, then frees its place
             except DatabaseError as exc:
                 logger.warning("run %s: database error while landing (%s); its lease will expire and it will "
                                "be recovered", attempt.run.run_id, exc)
@@ -264,7 +312,15 @@ class Worker:
         self._release_unstarted()
         deadline = time.monotonic() + self.options.grace
         while self.active_count and time.monotonic() < deadline:
+            try:
+                self._land_finished()
+            except DatabaseError:
+                pass  # kept queued; tried again until the grace period ends
             time.sleep(0.02)
+        try:
+            self._land_finished()
+        except DatabaseError:
+            pass
         with self._active_lock:
             left = [attempt for attempt in self._active.values()]
         if left:

@@ -102,3 +102,18 @@ def test_graceful_release_makes_a_run_claimable_at_once_without_counting():
     [again] = claim()
     assert again.run_id == held.run_id
     assert (again.attempts, again.recoveries, again.failures) == (2, 0, 0)
+
+
+def test_a_batch_landing_lands_held_runs_and_refuses_a_stale_token():
+    api.enqueue("tests.noop", {})
+    [stale] = claim(lease_seconds=0.2)
+    time.sleep(0.4)
+    [reclaimed] = claim()
+    fresh_runs = [api.enqueue("tests.noop", {"n": n}) for n in range(3)]
+    held = claim()
+    assert {run.run_id for run in held} == {run.run_id for run in fresh_runs}
+    batch = [(run.run_id, run.attempts, f'{{"n": {i}}}') for i, run in enumerate(held)]
+    landed = run_store.complete_many(batch + [(stale.run_id, stale.attempts, '"stale"')])
+    assert landed == {run.run_id for run in held}
+    assert [api.get_run(run.run_id).output for run in held] == [{"n": 0}, {"n": 1}, {"n": 2}]
+    assert api.get_run(reclaimed.run_id).status == "running"
