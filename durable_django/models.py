@@ -93,6 +93,12 @@ class Run(models.Model):
                 condition=Q(status=RunStatus.PENDING),
                 name="durable_run_claim_pending",
             ),
+            # An idle worker's next wake-up: the earliest delayed pending run (retries, delays).
+            models.Index(
+                fields=["available_at"],
+                condition=Q(status=RunStatus.PENDING, available_at__isnull=False),
+                name="durable_run_delayed",
+            ),
             # Sleeps and waits whose deadline passed, and leases that expired.
             models.Index(fields=["available_at"], condition=Q(status=RunStatus.WAITING), name="durable_run_due_waits"),
             models.Index(fields=["leased_until"], condition=Q(status=RunStatus.RUNNING), name="durable_run_leases"),

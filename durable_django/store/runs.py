@@ -7,8 +7,10 @@ Every write a worker makes is fenced on ``attempts`` (the claim's token) and on
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
@@ -77,29 +79,25 @@ ORDER BY created_at DESC, run_id DESC
 LIMIT %(limit)s
 """
 
-_CLAIM_FILTER = """
-      AND ((name || '@' || version) = ANY(%(pairs)s::text[])
-           OR (version = 0 AND %(task_paths)s AND (%(names)s::text[] IS NULL OR name = ANY(%(names)s::text[]))))
-      AND (%(queues)s::text[] IS NULL OR queue = ANY(%(queues)s::text[]))
-      AND (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tenant_id)s::uuid)
-"""
-
 # Batch claim: due pending runs, waits whose deadline passed, and runs whose lease
 # expired (recovery), by priority then age; each claim advances the fence token.
-CLAIM = f"""
+# {bounds} is the worker's filter (see claim_filter): plain column tests the
+# planner can estimate, so it reads pending runs in index order instead of
+# sorting them all.
+CLAIM_TEMPLATE = f"""
 WITH due_pending AS (
     SELECT run_id, priority, created_at, false AS recovered FROM durable_run
-    WHERE status = 'pending' AND (available_at IS NULL OR available_at <= now()) {_CLAIM_FILTER}
+    WHERE status = 'pending' AND (available_at IS NULL OR available_at <= now()) {{bounds}}
     ORDER BY priority DESC, created_at
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 ), due_waits AS (
     SELECT run_id, priority, created_at, false AS recovered FROM durable_run
-    WHERE status = 'waiting' AND available_at <= now() {_CLAIM_FILTER}
+    WHERE status = 'waiting' AND available_at <= now() {{bounds}}
     ORDER BY available_at
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 ), expired AS (
     SELECT run_id, priority, created_at, true AS recovered FROM durable_run
-    WHERE status = 'running' AND leased_until < now() {_CLAIM_FILTER}
+    WHERE status = 'running' AND leased_until < now() {{bounds}}
     ORDER BY leased_until
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 ), chosen AS (
@@ -124,13 +122,35 @@ RETURNING {qualified_run_columns("r")}, chosen.recovered, now()
 """
 
 # When the next run becomes claimable (for an idle worker's sleep).
-NEXT_DUE = f"""
+NEXT_DUE_TEMPLATE = """
 SELECT least(
-    (SELECT min(available_at) FROM durable_run WHERE status = 'pending' AND available_at IS NOT NULL {_CLAIM_FILTER}),
-    (SELECT min(available_at) FROM durable_run WHERE status = 'waiting' AND available_at IS NOT NULL {_CLAIM_FILTER}),
-    (SELECT min(leased_until) FROM durable_run WHERE status = 'running' {_CLAIM_FILTER})
+    (SELECT min(available_at) FROM durable_run WHERE status = 'pending' AND available_at IS NOT NULL {bounds}),
+    (SELECT min(available_at) FROM durable_run WHERE status = 'waiting' AND available_at IS NOT NULL {bounds}),
+    (SELECT min(leased_until) FROM durable_run WHERE status = 'running' {bounds})
 ) - now()
 """
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimBounds:
+    """Which runs a worker may claim: SQL conditions and their parameters."""
+
+    sql: str
+    params: dict
+
+    @property
+    def claim_sql(self) -> str:
+        return _with_bounds(CLAIM_TEMPLATE, self.sql)
+
+    @property
+    def next_due_sql(self) -> str:
+        return _with_bounds(NEXT_DUE_TEMPLATE, self.sql)
+
+
+@functools.lru_cache(maxsize=64)
+def _with_bounds(template: str, bounds_sql: str) -> str:
+    return template.replace("{bounds}", bounds_sql)
+
 
 # Renew the leases of a batch of held runs; the answer carries each run's cancel flag.
 HEARTBEAT = """
@@ -364,21 +384,39 @@ def list_runs(*, status, name, tenant_id, limit, after):
     return runs, next_cursor
 
 
-def claim_filter(*, pairs, task_paths, names, queues, tenant_id) -> dict:
-    """Parameters that bound which runs a worker may claim."""
-    return {
-        "pairs": [f"{name}@{version}" for name, version in pairs],
-        "task_paths": task_paths,
-        "names": list(names) if names else None,
-        "queues": list(queues) if queues else None,
-        "tenant_id": tenant_id,
-    }
+def claim_filter(*, pairs, task_paths, names, queues, tenant_id) -> ClaimBounds:
+    """The conditions that bound a worker's claims.
+
+    Each (name, version) pair it runs is spelled out as column tests, and only
+    the filters it has are included, so the statement's plan stays right when
+    PostgreSQL caches it (no ``parameter IS NULL OR ...`` arms to guess about).
+    """
+    params: dict = {}
+    alternatives = []
+    for index, (name, version) in enumerate(pairs):
+        params[f"name_{index}"], params[f"version_{index}"] = name, version
+        alternatives.append(f"(name = %(name_{index})s AND version = %(version_{index})s::int)")
+    if task_paths:
+        if names:
+            params["task_names"] = list(names)
+            alternatives.append("(version = 0 AND name = ANY(%(task_names)s::text[]))")
+        else:
+            alternatives.append("version = 0")
+    conditions = ["(" + " OR ".join(alternatives) + ")" if alternatives else "false"]
+    if queues:
+        params["queues"] = list(queues)
+        conditions.append("queue = ANY(%(queues)s::text[])")
+    if tenant_id:
+        params["tenant_id"] = tenant_id
+        conditions.append("tenant_id = %(tenant_id)s::uuid")
+    return ClaimBounds(sql="AND " + " AND ".join(conditions), params=params)
 
 
-def claim(*, limit: int, lease_seconds: float, worker_id: str, bounds: dict):
+def claim(*, limit: int, lease_seconds: float, worker_id: str, bounds: ClaimBounds):
     """Claim up to ``limit`` runs; returns [(Run, recovered, database_now)]."""
     with cursor() as cur:
-        cur.execute(CLAIM, {**bounds, "limit": limit, "lease": lease_seconds, "worker_id": worker_id})
+        cur.execute(bounds.claim_sql, {**bounds.params, "limit": limit, "lease": lease_seconds,
+                                       "worker_id": worker_id})
         rows = cur.fetchall()
     claimed = [(row_to_run(row), row[RUN_COLUMN_COUNT], row[RUN_COLUMN_COUNT + 1]) for row in rows]
     # UPDATE ... RETURNING does not keep the candidates' order: restore the claim order.
@@ -386,9 +424,9 @@ def claim(*, limit: int, lease_seconds: float, worker_id: str, bounds: dict):
     return claimed
 
 
-def seconds_until_next_due(bounds: dict) -> float | None:
+def seconds_until_next_due(bounds: ClaimBounds) -> float | None:
     with cursor() as cur:
-        cur.execute(NEXT_DUE, bounds)
+        cur.execute(bounds.next_due_sql, bounds.params)
         delta = cur.fetchone()[0]
     return None if delta is None else delta.total_seconds()
 

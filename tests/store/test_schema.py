@@ -35,6 +35,7 @@ OWN_DEFINITIONS = {
         "(available_at) WHERE (status = 'waiting'::text)",
         "(leased_until) WHERE (status = 'running'::text)",
         "(parent_run_id) WHERE (parent_run_id IS NOT NULL)",
+        "(available_at) WHERE ((available_at IS NOT NULL) AND (status = 'pending'::text))",
         "(coalesce_key) WHERE (coalesce_key IS NOT NULL)",
     },
     "durable_step": set(),
@@ -88,15 +89,38 @@ def test_claim_on_100k_finished_runs_uses_indexes_not_a_sequential_scan():
         FROM generate_series(1, 100000) g
     """)
     sql("ANALYZE durable_run")
-    params = {**claim_bounds(WorkerOptions()), "limit": 10, "lease": 30, "worker_id": "explain"}
+    bounds = claim_bounds(WorkerOptions())
+    params = {**bounds.params, "limit": 10, "lease": 30, "worker_id": "explain"}
     from django.db import connection
 
     with connection.cursor() as cur:
-        cur.execute("EXPLAIN " + run_store.CLAIM, params)
+        cur.execute("EXPLAIN " + bounds.claim_sql, params)
         plan = "\n".join(row[0] for row in cur.fetchall())
     assert "Seq Scan" not in plan, plan
     # Pending runs are read in claim order from the partial index, with no sort.
     assert "Index Scan using durable_run_claim_pending" in plan, plan
+
+
+def test_claim_reads_20k_pending_runs_in_index_order_instead_of_sorting_them():
+    from durable_django.worker.loop import WorkerOptions, claim_bounds
+
+    sql("""
+        INSERT INTO durable_run (run_id, name, version, status, input, retry_policy, created_at, updated_at)
+        SELECT 'pending-' || g, CASE WHEN g %% 2 = 0 THEN 'tests.noop' ELSE 'tests.slow' END, 1, 'pending', '{}',
+               '{}', now() - make_interval(secs => g), now()
+        FROM generate_series(1, 20000) g
+    """)
+    sql("ANALYZE durable_run")
+    bounds = claim_bounds(WorkerOptions())
+    params = {**bounds.params, "limit": 10, "lease": 30, "worker_id": "explain"}
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("EXPLAIN ANALYZE " + bounds.claim_sql, params)
+        plan = "\n".join(row[0] for row in cur.fetchall())
+    pending_arm = plan.split("CTE due_waits")[0]
+    assert "Index Scan using durable_run_claim_pending" in pending_arm, plan
+    assert "Sort" not in pending_arm and "Bitmap" not in pending_arm, plan
 
 
 def test_system_check_fails_on_a_database_that_is_not_postgresql():
