@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -58,7 +59,16 @@ def worker_command(concurrency: int, *extra: str) -> list[str]:
 
 def spawn(command: list[str], env: dict | None = None) -> subprocess.Popen:
     full_env = {**os.environ, "PYTHONPATH": ROOT, "DJANGO_SETTINGS_MODULE": "bench.settings", **(env or {})}
-    return subprocess.Popen(command, cwd=ROOT, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # stderr goes to a file, not a pipe: a chatty worker must never block on a full pipe nobody reads.
+    errors = tempfile.TemporaryFile()
+    process = subprocess.Popen(command, cwd=ROOT, env=full_env, stdout=subprocess.DEVNULL, stderr=errors)
+    process.error_file = errors
+    return process
+
+
+def error_output(process: subprocess.Popen) -> str:
+    process.error_file.seek(0)
+    return process.error_file.read().decode(errors="replace")
 
 
 def stop(processes: list[subprocess.Popen], timeout: float = 30) -> None:
@@ -93,7 +103,7 @@ def rate_while_draining(done_count, total: int, processes: list[subprocess.Popen
             elapsed = now - first[0]
             return (done - first[1]) / elapsed if elapsed > 0 else float("inf")
         if processes and all(p.poll() is not None for p in processes):
-            errors = b"".join(p.stderr.read() or b"" for p in processes).decode(errors="replace")
+            errors = "".join(error_output(p) for p in processes)
             raise RuntimeError(f"workers exited with {done}/{total} done: {errors[-2000:]}")
         time.sleep(0.02)
     raise RuntimeError(f"timed out with {done_count()}/{total} done")

@@ -51,7 +51,8 @@ def django_tasks_db(n: int) -> dict:
 def procrastinate(n: int) -> dict:
     from bench.peer_tasks import app, procrastinate_noop
 
-    app_path = ["-m", "procrastinate", "--app=bench.peer_tasks.app"]
+    # Warnings only, as for every system measured (durable_worker runs with -v 0).
+    app_path = ["-m", "procrastinate", "--app=bench.peer_tasks.app", "--log-level", "warning"]
     common.spawn([sys.executable, *app_path, "schema", "--apply"]).wait()
     best = (0.0, "")
     for processes, concurrency in ((1, 8), (4, 2)):

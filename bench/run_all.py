@@ -1,6 +1,6 @@
 """Run every benchmark against one PostgreSQL server and print a table of ratios.
 
-Usage: ``python bench/run_all.py [--only store,e2e,sleep,peers] [--runs 5000] ...``
+Usage: ``python bench/run_all.py [--only store,e2e,peers,sleep,purge] [--runs 5000] ...``
 (an embedded pgserver in a temporary directory when DATABASE_URL is unset).
 """
 
@@ -17,14 +17,15 @@ from bench import common  # noqa: E402
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--only", default="store,e2e,sleep,peers", help="comma-separated benchmarks to run")
+    parser.add_argument("--only", default="store,e2e,peers,sleep,purge", help="comma-separated benchmarks to run")
     parser.add_argument("--store-runs", type=int, default=3000, help="runs for the store vs raw benchmark")
     parser.add_argument("--runs", type=int, default=5000, help="no-op runs for the end-to-end benchmarks")
     parser.add_argument("--step-runs", type=int, default=10, help="runs of 100 steps")
     parser.add_argument("--latency-tries", type=int, default=50)
     parser.add_argument("--sleepers", type=int, default=10000)
     parser.add_argument("--sleep-seconds", type=float, default=20.0)
-    parser.add_argument("--layouts", default="1x8,2x4,4x2",
+    parser.add_argument("--purge-runs", type=int, default=1_000_000, help="finished runs (3 steps each) to purge")
+    parser.add_argument("--layouts", default="1x8,1x16,2x8",
                         help="worker layouts to try, PROCESSESxCONCURRENCY, comma-separated")
     args = parser.parse_args()
     only = set(args.only.split(","))
@@ -43,6 +44,10 @@ def main() -> None:
             from bench import bench_sleepers
 
             bench_sleepers.main(args.sleepers, args.sleep_seconds)
+        if "purge" in only:
+            from bench import bench_purge
+
+            bench_purge.main(args.purge_runs, steps=3, batch_size=1000, baseline_seconds=10.0)
     finally:
         common.print_table()
 
