@@ -40,6 +40,9 @@ class Run(models.Model):
     queue = models.TextField(db_default="default")
     priority = models.IntegerField(db_default=0)
     parent_run_id = models.TextField(null=True, blank=True)
+    # Set when the run spawns its first child: a run without children or parent lands
+    # with a plain fenced UPDATE, without the parent wake-up and cascade.
+    has_children = models.BooleanField(db_default=False)
     # Set when a pivot step is journalled: from then on every cancel is refused.
     pivoted_at = models.DateTimeField(null=True, blank=True)
     # What a waiting run waits for: "sleep", "signal:<name>:<occurrence>" or "child:<run_id>".

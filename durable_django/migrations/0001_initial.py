@@ -62,6 +62,7 @@ class Migration(migrations.Migration):
                 ('queue', models.TextField(db_default='default')),
                 ('priority', models.IntegerField(db_default=0)),
                 ('parent_run_id', models.TextField(blank=True, null=True)),
+                ('has_children', models.BooleanField(db_default=False)),
                 ('pivoted_at', models.DateTimeField(blank=True, null=True)),
                 ('waiting_for', models.TextField(blank=True, null=True)),
                 ('leased_until', models.DateTimeField(blank=True, null=True)),

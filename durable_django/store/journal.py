@@ -114,6 +114,9 @@ WITH woken AS (
 SELECT count(*), (SELECT count(*) FROM (SELECT pg_notify('{WAKE_CHANNEL}', queue) FROM woken) n) FROM woken
 """
 
+# A run that spawned a child lands through the full landing statement from then on.
+MARK_PARENT = "UPDATE durable_run SET has_children = true WHERE run_id = %s AND NOT has_children"
+
 # Lock a direct child for a result wait, and read its outcome.
 LOCK_CHILD = """
 SELECT status, output::text, error, error_type FROM durable_run
@@ -269,6 +272,7 @@ def spawn(run_id: str, token: int, step_id: str, child_params: dict) -> str:
         if stored is not None:
             return stored[0]
         child = runs.insert_run(child_params) or runs.find_by_idempotency_key(child_params["idempotency_key"])
+        cur.execute(MARK_PARENT, [run_id])
         return _insert_step(cur, run_id, step_id, child_params["tenant_id"], child.run_id)
 
 

@@ -18,7 +18,7 @@ from django.db import transaction
 from ..exceptions import InvalidInput
 from ..states import CancelOutcome
 from .db import (
-    RUN_COLUMNS, RUN_COLUMN_COUNT, WAKE_CHANNEL, connection, cursor, qualified_run_columns, row_to_run,
+    DONE_CHANNEL, RUN_COLUMNS, RUN_COLUMN_COUNT, WAKE_CHANNEL, connection, cursor, qualified_run_columns, row_to_run,
 )
 from .landing import landing_sql
 
@@ -169,6 +169,31 @@ COMPLETE = landing_sql(f"""
     WHERE {_FENCE}
     RETURNING run_id, parent_run_id, status, queue, true AS cascade
 """)
+
+# Land a run that has no parent and no children succeeded: nothing to wake or cascade,
+# so a plain fenced UPDATE (the common case, and the cheaper statement). Refused otherwise.
+COMPLETE_ALONE = f"""
+WITH landed AS (
+    UPDATE durable_run SET status = 'succeeded', output = %(output)s::jsonb, leased_until = NULL,
+        finished_at = now(), updated_at = now()
+    WHERE {_FENCE} AND parent_run_id IS NULL AND NOT has_children
+    RETURNING run_id
+)
+SELECT run_id, pg_notify('{DONE_CHANNEL}', run_id) FROM landed
+"""
+
+# The same for a batch of held runs.
+COMPLETE_MANY_ALONE = f"""
+WITH landed AS (
+    UPDATE durable_run r SET status = 'succeeded', output = done.output::jsonb, leased_until = NULL,
+        finished_at = now(), updated_at = now()
+    FROM unnest(%(run_ids)s::text[], %(tokens)s::int[], %(outputs)s::text[]) AS done(run_id, token, output)
+    WHERE r.run_id = done.run_id AND r.attempts = done.token AND r.status = 'running'
+      AND r.parent_run_id IS NULL AND NOT r.has_children
+    RETURNING r.run_id
+)
+SELECT run_id, pg_notify('{DONE_CHANNEL}', run_id) FROM landed
+"""
 
 # Land a batch of held runs succeeded with their outputs, in one statement and one commit.
 COMPLETE_MANY = landing_sql("""
@@ -451,18 +476,29 @@ def _land(sql: str, params: dict) -> str | None:
 
 
 def complete(run_id: str, token: int, output_json: str) -> str | None:
-    return _land(COMPLETE, {"run_id": run_id, "token": token, "output": output_json})
+    """Land a held run succeeded; the plain statement first, the full landing if it has kin."""
+    params = {"run_id": run_id, "token": token, "output": output_json}
+    with cursor() as cur:
+        cur.execute(COMPLETE_ALONE, params)
+        if cur.fetchone() is not None:
+            return "succeeded"
+    return _land(COMPLETE, params)
 
 
 def complete_many(finished: list[tuple[str, int, str]]) -> set[str]:
     """Land (run_id, token, output JSON) triples succeeded; returns the run ids the fence let through."""
+    def batch(items):
+        return {"run_ids": [run_id for run_id, _, _ in items], "tokens": [token for _, token, _ in items],
+                "outputs": [output for _, _, output in items]}
+
     with cursor() as cur:
-        cur.execute(COMPLETE_MANY, {
-            "run_ids": [run_id for run_id, _, _ in finished],
-            "tokens": [token for _, token, _ in finished],
-            "outputs": [output for _, _, output in finished],
-        })
-        return {row[0] for row in cur.fetchall()}
+        cur.execute(COMPLETE_MANY_ALONE, batch(finished))
+        landed = {row[0] for row in cur.fetchall()}
+        with_kin = [item for item in finished if item[0] not in landed]
+        if with_kin:  # runs with a parent or children, and runs the fence refused
+            cur.execute(COMPLETE_MANY, batch(with_kin))
+            landed.update(row[0] for row in cur.fetchall())
+    return landed
 
 
 def fail(run_id: str, token: int, *, error: str, error_type: str, final: bool, delay: float,

@@ -168,3 +168,11 @@ def test_resume_refuses_live_and_succeeded_runs():
         api.resume(run.run_id)
     with pytest.raises(RunNotFound):
         api.resume(str(uuid.uuid4()))
+
+
+def test_a_parent_that_succeeds_cancels_its_unfinished_children():
+    parent = api.enqueue("tests.spawn_and_return", {})
+    run_until_idle(functions=["tests.spawn_and_return"])
+    done = api.get_run(parent.run_id)
+    assert done.status == "succeeded"
+    assert api.get_run(done.output).status == "cancelled"  # the landing cascaded, though nobody awaited it

@@ -158,3 +158,8 @@ def busy_steps(ctx, input):
 @durable_function("tests.quick_then_done")
 def quick_then_done(ctx, input):
     return ctx.step("only", lambda: "value")
+
+
+@durable_function("tests.spawn_and_return")
+def spawn_and_return(ctx, input):
+    return ctx.spawn("fire-and-forget", "tests.child", {"wait_signal": True})
