@@ -57,16 +57,11 @@ def _raw_process(barrier, index: int, out) -> None:
 
 
 def raw_claim_complete_any(worker_id: str, out) -> None:
-    """Like bench_store.raw_claim_complete, without the count check (several processes share the rows)."""
-    from .bench_store import RAW_CLAIM, RAW_COMPLETE
+    """bench_store's raw loop, without the count check (several processes share the rows)."""
+    from .bench_store import raw_drain_loop
 
     with raw_connect() as conn:
-        while True:
-            claimed = conn.execute(RAW_CLAIM, [worker_id]).fetchall()
-            if not claimed:
-                break
-            for run_id, attempts in claimed:
-                conn.execute(RAW_COMPLETE, [run_id, attempts])
+        raw_drain_loop(conn, worker_id)
     out.put(time.perf_counter())
 
 

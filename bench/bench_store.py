@@ -62,17 +62,22 @@ def raw_enqueue(n: int) -> float:
         return n / (time.perf_counter() - started)
 
 
+def raw_drain_loop(conn, worker_id: str) -> int:
+    """Claim 10 at a time and complete one by one until nothing is left; returns how many."""
+    done = 0
+    while True:
+        claimed = conn.execute(RAW_CLAIM, [worker_id]).fetchall()
+        if not claimed:
+            return done
+        for run_id, attempts in claimed:
+            conn.execute(RAW_COMPLETE, [run_id, attempts])
+            done += 1
+
+
 def raw_claim_complete(n: int, worker_id: str = "bench") -> float:
     with raw_connect() as conn:
-        done = 0
         started = time.perf_counter()
-        while True:
-            claimed = conn.execute(RAW_CLAIM, [worker_id]).fetchall()
-            if not claimed:
-                break
-            for run_id, attempts in claimed:
-                conn.execute(RAW_COMPLETE, [run_id, attempts])
-                done += 1
+        done = raw_drain_loop(conn, worker_id)
         elapsed = time.perf_counter() - started
     assert done == n, f"raw completed {done} of {n}"
     return n / elapsed
