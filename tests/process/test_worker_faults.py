@@ -128,6 +128,11 @@ def test_burst_exits_when_nothing_is_due(workers):
     assert worker.wait(timeout=60) == 0
     assert {status(run.run_id) for run in runs} == {"succeeded"}
     assert status(later.run_id) == "pending"
+    log = workers.output(worker)
+    # One INFO line per state change, and the summary.
+    assert all(f"claimed run {run.run_id}" in log and f"run {run.run_id} (tests.noop v1) succeeded" in log
+               for run in runs), log
+    assert "summary: claimed 5, running 0, succeeded 5, failed 0" in log, log
 
 
 def test_a_failing_function_is_retried_with_backoff_and_ends_failed_with_its_traceback(workers):
