@@ -30,8 +30,8 @@ def check_database(app_configs=None, **kwargs):
 
 @checks.register()
 def check_settings(app_configs=None, **kwargs):
-    from .types import RetryPolicy
     from .exceptions import InvalidInput
+    from .types import RetryPolicy
 
     errors = []
     lease = durable_settings.LEASE_SECONDS
@@ -47,4 +47,21 @@ def check_settings(app_configs=None, **kwargs):
     recoveries = durable_settings.MAX_RECOVERIES
     if not isinstance(recoveries, int) or recoveries < 0:
         errors.append(checks.Error("DURABLE['MAX_RECOVERIES'] must be an integer >= 0.", id="durable_django.E006"))
+    errors.extend(_schedule_errors())
+    return errors
+
+
+def _schedule_errors():
+    from .engine.values import seconds
+    from .exceptions import InvalidInput
+    from .schedules_api import declared_schedule_errors
+
+    errors = [
+        checks.Error(f"DURABLE['SCHEDULES'] entry {schedule_id!r} is invalid: {exc}", id="durable_django.E007")
+        for schedule_id, exc in declared_schedule_errors(durable_settings.SCHEDULES).items()
+    ]
+    try:
+        seconds(durable_settings.PURGE_AFTER, what="DURABLE['PURGE_AFTER']")
+    except InvalidInput as exc:
+        errors.append(checks.Error(f"{exc} (a timedelta, a number of seconds, or None).", id="durable_django.E008"))
     return errors

@@ -227,6 +227,19 @@ def sync_settings_schedules(declared: dict) -> tuple[list[Schedule], list[str], 
     return upserted, deleted, invalid
 
 
+def declared_schedule_errors(declared) -> dict:
+    """{entry id: error} for the entries of ``DURABLE["SCHEDULES"]`` that a sync would skip (no database access)."""
+    if not isinstance(declared, dict):
+        return {None: InvalidInput('DURABLE["SCHEDULES"] must be a dict of schedule id -> entry')}
+    errors = {}
+    for schedule_id, entry in declared.items():
+        try:
+            _settings_params(schedule_id, entry)
+        except DurableError as exc:
+            errors[schedule_id] = exc
+    return errors
+
+
 _ENTRY_KEYS = {"name", "cron", "tz", "input", "tenant_id", "enabled"}
 
 

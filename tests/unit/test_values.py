@@ -82,3 +82,21 @@ def test_command_argument_types():
     for parse, text in ((duration, "soon"), (positive_int, "0"), (tenant, "acme"), (name_list, ",")):
         with pytest.raises(argparse.ArgumentTypeError):
             parse(text)
+
+
+def test_system_checks_report_invalid_declared_schedules_and_purge_after(settings):
+    from durable_django.checks import check_settings
+
+    assert check_settings() == []
+    settings.DURABLE = {**settings.DURABLE, "PURGE_AFTER": "30 days", "SCHEDULES": {
+        "ok": {"name": "tests.noop", "cron": "0 * * * *"},
+        "bad-cron": {"name": "tests.noop", "cron": "every hour"},
+        "nobody": {"name": "tests.nobody", "cron": "0 * * * *"},
+    }}
+    errors = {(error.id, error.msg.split(" is invalid")[0]) for error in check_settings()}
+    assert errors == {
+        ("durable_django.E007", "DURABLE['SCHEDULES'] entry 'bad-cron'"),
+        ("durable_django.E007", "DURABLE['SCHEDULES'] entry 'nobody'"),
+        ("durable_django.E008", "DURABLE['PURGE_AFTER'] must be a timedelta or a number of seconds, got '30 days' (a "
+                                "timedelta, a number of seconds, or None)."),
+    }
