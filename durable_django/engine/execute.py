@@ -10,7 +10,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 from django.db import connections
 
-
 from ..conf import durable_settings
 from ..exceptions import Cancelled, LeaseLost, Suspended, UnknownFunction
 from ..registry import TASK_PATH_VERSION, registry
