@@ -321,11 +321,20 @@ blocked AS (
     SELECT DISTINCT tree.root FROM tree JOIN durable_run d USING (run_id)
     WHERE d.status IN ('pending', 'running', 'waiting') OR d.updated_at >= %(cutoff)s
 ),
-doomed AS (
-    SELECT d.run_id FROM durable_run d JOIN tree USING (run_id)
+locked AS (
+    -- Lock the members, re-reading each (a resume may have just made one live again).
+    SELECT tree.root, d.run_id FROM durable_run d JOIN tree USING (run_id)
     WHERE tree.root NOT IN (SELECT root FROM blocked)
       AND d.status IN ('succeeded', 'failed', 'cancelled')
     FOR UPDATE OF d
+),
+doomed AS (
+    -- Only trees whose every member is still finished and now locked go, whole.
+    SELECT locked.run_id FROM locked
+    WHERE locked.root IN (
+        SELECT tree.root FROM tree WHERE tree.root NOT IN (SELECT root FROM blocked)
+        GROUP BY tree.root
+        HAVING count(*) = (SELECT count(*) FROM locked mine WHERE mine.root = tree.root))
 ),
 deleted_steps AS (DELETE FROM durable_step WHERE run_id IN (SELECT run_id FROM doomed)),
 deleted_signals AS (DELETE FROM durable_signal WHERE run_id IN (SELECT run_id FROM doomed)),

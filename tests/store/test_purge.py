@@ -97,3 +97,55 @@ def test_durable_purge_command(capsys):
     call_command("durable_purge", "--older-than", "30d", "--batch-size", "64")
     assert capsys.readouterr().out.strip().endswith("purged 300 run(s)")
     assert ids("%") == ids("live-%") and steps_of("%") == 15
+
+
+def test_a_purge_racing_a_resume_of_one_member_leaves_that_whole_tree():
+    """The resume commits while the purge waits for its row lock: the tree must stay whole."""
+    import threading
+    import time as clock
+    from datetime import timedelta
+
+    from django.db import connections, transaction
+
+    from durable_django import api
+    from durable_django.testing import run_until_idle
+    from tests.helpers import sql
+
+    parent = api.enqueue("tests.parent", {"child": {"wait_signal": True}, "timeout": 0.2})
+    run_until_idle()
+    clock.sleep(0.3)
+    run_until_idle()  # the wait times out: the child is cancelled, the parent succeeds
+    child_id = api.get_run(parent.run_id).output["child"]
+    assert api.get_run(child_id).status == "cancelled"
+    sql("UPDATE durable_run SET updated_at = now() - interval '2 days'")
+    journal = sql("SELECT count(*) FROM durable_step WHERE run_id = %s", [parent.run_id])
+
+    resumed, release, purged = threading.Event(), threading.Event(), []
+
+    def resume_and_hold():
+        try:
+            with transaction.atomic():
+                api.resume(child_id)
+                resumed.set()
+                release.wait(30)
+        finally:
+            connections.close_all()
+
+    def purge():
+        try:
+            purged.append(api.purge_finished(older_than=timedelta(days=1)))
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=resume_and_hold)
+    holder.start()
+    assert resumed.wait(30)
+    purger = threading.Thread(target=purge)
+    purger.start()
+    clock.sleep(0.5)  # the purge is now waiting for the child's row lock
+    release.set()
+    holder.join(30)
+    purger.join(30)
+    assert purged == [0]
+    assert api.get_run(parent.run_id) is not None and api.get_run(child_id).status == "pending"
+    assert sql("SELECT count(*) FROM durable_step WHERE run_id = %s", [parent.run_id]) == journal
