@@ -328,13 +328,13 @@ locked AS (
       AND d.status IN ('succeeded', 'failed', 'cancelled')
     FOR UPDATE OF d
 ),
+members AS (SELECT root, count(*) AS total FROM tree GROUP BY root),
+held AS (SELECT root, count(*) AS total FROM locked GROUP BY root),
 doomed AS (
     -- Only trees whose every member is still finished and now locked go, whole.
     SELECT locked.run_id FROM locked
-    WHERE locked.root IN (
-        SELECT tree.root FROM tree WHERE tree.root NOT IN (SELECT root FROM blocked)
-        GROUP BY tree.root
-        HAVING count(*) = (SELECT count(*) FROM locked mine WHERE mine.root = tree.root))
+    JOIN held USING (root) JOIN members USING (root)
+    WHERE held.total = members.total
 ),
 deleted_steps AS (DELETE FROM durable_step WHERE run_id IN (SELECT run_id FROM doomed)),
 deleted_signals AS (DELETE FROM durable_signal WHERE run_id IN (SELECT run_id FROM doomed)),
