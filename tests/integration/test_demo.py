@@ -12,6 +12,7 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
+from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
 import psycopg
@@ -57,12 +58,19 @@ def scratch_database():
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def zone_far_from_the_nightly_tick() -> str:
+    """A fixed-offset zone where it is about noon now, so the report's 02:00 tick cannot fire mid-demo."""
+    offset = (12 - datetime.now(timezone.utc).hour + 12) % 24 - 12  # hours to add to UTC, -12..11
+    return f"Etc/GMT{-offset:+d}"  # POSIX sign: Etc/GMT-5 is UTC+5
+
+
 def run_demo(database_url: str, tmp_path) -> subprocess.CompletedProcess:
     """``python example_project/demo.py`` from the repository root, in its own process group."""
     env = {key: value for key, value in os.environ.items()
            if key != "DJANGO_SETTINGS_MODULE" and not key.startswith(("DURABLE_", "SHOP_"))}
     # TMPDIR: the worker logs the demo keeps go to the test's own directory.
-    env.update({"DATABASE_URL": database_url, "PYTHONPATH": ROOT, "TMPDIR": str(tmp_path)})
+    env.update({"DATABASE_URL": database_url, "PYTHONPATH": ROOT, "TMPDIR": str(tmp_path),
+                "SHOP_TIME_ZONE": zone_far_from_the_nightly_tick()})
     proc = subprocess.Popen(
         [sys.executable, DEMO, "--plain", "--timeout", str(DEMO_TIMEOUT)],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
