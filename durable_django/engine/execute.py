@@ -43,14 +43,20 @@ def resolve_handler(name: str, version: int):
     return registry.get(name, version).fn
 
 
-def complete_now(attempt: Attempt, output: str) -> str:
-    """Land a successful attempt at once (the worker batches these instead)."""
+def report_success(attempt: Attempt, landed: bool) -> str:
+    """Log how a successful attempt's landing went; returns its outcome name."""
     run = attempt.run
-    if run_store.complete(run.run_id, attempt.token, output) is None:
+    if not landed:
         logger.warning("run %s: completion refused, its lease was taken over", run.run_id)
         return LOST
     logger.info("run %s (%s v%s) succeeded on attempt %s", run.run_id, run.name, run.version, attempt.token)
     return SUCCEEDED
+
+
+def complete_now(attempt: Attempt, output: str) -> str:
+    """Land a successful attempt at once (the worker batches these instead)."""
+    landed = run_store.complete(attempt.run.run_id, attempt.token, output) is not None
+    return report_success(attempt, landed)
 
 
 def execute(attempt: Attempt, *, land_success=complete_now) -> str:

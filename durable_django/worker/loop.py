@@ -165,16 +165,9 @@ class Worker:
                 self._finished.put(item)
             raise
         for attempt, _ in batch:
-            run = attempt.run
-            if run.run_id in landed:
-                logger.info("run %s (%s v%s) succeeded on attempt %s", run.run_id, run.name, run.version,
-                            attempt.token)
-                self.stats.count(executor.SUCCEEDED)
-            else:
-                logger.warning("run %s: completion refused, its lease was taken over", run.run_id)
-                self.stats.count(executor.LOST)
+            self.stats.count(executor.report_success(attempt, attempt.run.run_id in landed))
             with self._active_lock:
-                self._active.pop(run.run_id, None)
+                self._active.pop(attempt.run.run_id, None)
 
     def _on_notify(self, channel: str, payload: str) -> None:
         if self.options.queues is None or payload in self.options.queues:
