@@ -49,12 +49,3 @@ class CancelOutcome(models.TextChoices):
     REQUESTED = "requested", "Requested"
     # The run had finished, or is past a pivot step; nothing changed.
     REFUSED = "refused", "Refused"
-
-
-class WaitState(models.TextChoices):
-    """The ``state`` of a ``ctx.wait_for_result`` value."""
-
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    TIMEOUT = "timeout"

@@ -11,7 +11,7 @@ from django.db import connections
 
 from ..conf import durable_settings
 from ..exceptions import InvalidInput
-from ..states import RunStatus
+from ..states import TERMINAL_STATUSES, RunStatus
 from ..tenancy import unscope
 from ..types import RetryPolicy, Run, Schedule
 
@@ -19,8 +19,7 @@ from ..types import RetryPolicy, Run, Schedule
 WAKE_CHANNEL = "durable_wake"
 DONE_CHANNEL = "durable_done"
 
-LIVE = ("pending", "running", "waiting")
-TERMINAL = ("succeeded", "failed", "cancelled")
+TERMINAL = tuple(sorted(TERMINAL_STATUSES))
 
 
 def connection():
@@ -45,7 +44,7 @@ def cursor():
         return
     conn.ensure_connection()
     raw = conn.connection
-    if durable_settings.PREPARED_STATEMENTS and raw.prepare_threshold is None:
+    if raw.prepare_threshold is None and durable_settings.PREPARED_STATEMENTS:
         # Django disables preparation for the sake of connection poolers; only our
         # server-binding cursors prepare (Django's own client-binding cursors never do).
         raw.prepare_threshold = 0

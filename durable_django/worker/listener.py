@@ -21,14 +21,12 @@ class Listener(threading.Thread):
         self.on_notify = on_notify
         self.on_reconnect = on_reconnect
         self.stop_event = stop
-        self.ready = threading.Event()
 
     def run(self):
         backoff = 0.1
         while not self.stop_event.is_set():
             try:
                 with listening(self.channels) as conn:
-                    self.ready.set()
                     backoff = 0.1
                     if self.on_reconnect:
                         self.on_reconnect()  # anything sent while we were away: look now
