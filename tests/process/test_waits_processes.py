@@ -1,12 +1,12 @@
 """Sleeps and children with real worker processes."""
 
-import os
 import signal
 
 import pytest
 
 from durable_django import api
 from tests.helpers import sql, wait_until
+from tests.workflows import effects
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
 
@@ -30,9 +30,8 @@ def test_a_single_slot_worker_runs_other_work_while_a_run_sleeps_and_resumes_it_
 
 def test_sigkill_between_spawn_and_the_next_step_still_yields_one_child(workers):
     parent = api.enqueue("tests.parent", {"pause_after_spawn": 60})
-    marker = os.path.join(os.environ["DURABLE_TEST_EFFECTS_DIR"], "spawned-marker")
     doomed = workers.start("--concurrency", "1", DURABLE_TEST_LEASE_SECONDS="2")
-    wait_until(lambda: os.path.exists(marker), message="the spawn to commit")
+    wait_until(lambda: effects.exists("spawned-marker"), message="the spawn to commit")
     doomed.send_signal(signal.SIGKILL)
     doomed.wait(timeout=10)
     sql("UPDATE durable_run SET input = '{}' WHERE run_id = %s", [parent.run_id])
@@ -70,7 +69,7 @@ def test_cancelling_a_run_inside_a_long_step_lands_it_at_the_heartbeat(workers):
 
     run = api.enqueue("tests.slow", {"seconds": 60, "tag": "hb"})
     workers.start("--concurrency", "1", DURABLE_TEST_LEASE_SECONDS="1.5")
-    wait_until(lambda: os.path.exists(os.path.join(os.environ["DURABLE_TEST_EFFECTS_DIR"], "slow-started-hb")),
+    wait_until(lambda: effects.exists("slow-started-hb"),
                message="the attempt to start")
     assert api.cancel(run.run_id) == CancelOutcome.REQUESTED
     wait_until(lambda: status(run.run_id) == "cancelled", timeout=10, message="the heartbeat to land the cancel")

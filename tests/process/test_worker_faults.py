@@ -1,6 +1,5 @@
 """Real durable_worker processes under SIGKILL, SIGSTOP, SIGTERM and a PostgreSQL restart."""
 
-import os
 import signal
 import subprocess
 import sys
@@ -26,7 +25,7 @@ def status(run_id):
 def test_sigkill_inside_the_second_step_is_finished_by_another_worker_with_the_first_step_once(workers):
     run = api.enqueue("tests.two_steps", {"second_sleep": 60})
     doomed = workers.start("--concurrency", "1", **SHORT_LEASE)
-    wait_until(lambda: os.path.exists(os.path.join(os.environ["DURABLE_TEST_EFFECTS_DIR"], "in-second")),
+    wait_until(lambda: effects.exists("in-second"),
                message="the second step to start")
     doomed.send_signal(signal.SIGKILL)
     doomed.wait(timeout=10)
@@ -43,7 +42,7 @@ def test_sigkill_inside_the_second_step_is_finished_by_another_worker_with_the_f
 def test_a_worker_paused_past_its_lease_cannot_change_the_output_after_sigcont(workers):
     run = api.enqueue("tests.two_steps", {"second_sleep": 3})
     paused = workers.start("--concurrency", "1", **SHORT_LEASE)
-    wait_until(lambda: os.path.exists(os.path.join(os.environ["DURABLE_TEST_EFFECTS_DIR"], "in-second")),
+    wait_until(lambda: effects.exists("in-second"),
                message="the second step to start")
     paused.send_signal(signal.SIGSTOP)
     sql("UPDATE durable_run SET input = '{\"second_sleep\": 0}' WHERE run_id = %s", [run.run_id])
@@ -62,11 +61,10 @@ def test_a_worker_paused_past_its_lease_cannot_change_the_output_after_sigcont(w
 def test_a_run_that_keeps_killing_its_worker_is_failed_after_max_recoveries(workers):
     run = api.enqueue("tests.two_steps", {"second_sleep": 60})
     limits = {**SHORT_LEASE, "DURABLE_TEST_MAX_RECOVERIES": "1"}
-    marker = os.path.join(os.environ["DURABLE_TEST_EFFECTS_DIR"], "in-second")
     for _ in range(2):
         worker = workers.start("--concurrency", "1", **limits)
-        wait_until(lambda: os.path.exists(marker), timeout=30, message="the poison step")
-        os.remove(marker)
+        wait_until(lambda: effects.exists("in-second"), timeout=30, message="the poison step")
+        effects.remove("in-second")
         worker.send_signal(signal.SIGKILL)
         worker.wait(timeout=10)
     workers.start("--concurrency", "1", **limits)
@@ -89,7 +87,7 @@ def test_sigterm_stops_an_idle_worker_promptly(workers):
 def test_sigterm_lets_a_busy_attempt_finish_before_exiting(workers):
     run = api.enqueue("tests.slow", {"seconds": 2, "tag": "busy"})
     worker = workers.start("--concurrency", "1")
-    wait_until(lambda: os.path.exists(os.path.join(os.environ["DURABLE_TEST_EFFECTS_DIR"], "slow-started-busy")),
+    wait_until(lambda: effects.exists("slow-started-busy"),
                message="the attempt to start")
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=30) == 0
@@ -100,7 +98,7 @@ def test_sigterm_lets_a_busy_attempt_finish_before_exiting(workers):
 def test_sigterm_past_the_grace_period_releases_the_run_for_another_worker(workers):
     run = api.enqueue("tests.slow", {"seconds": 30, "tag": "long"})
     worker = workers.start("--concurrency", "1", "--grace", "0.5")
-    wait_until(lambda: os.path.exists(os.path.join(os.environ["DURABLE_TEST_EFFECTS_DIR"], "slow-started-long")),
+    wait_until(lambda: effects.exists("slow-started-long"),
                message="the attempt to start")
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=20) == 0
@@ -112,7 +110,7 @@ def test_sigterm_past_the_grace_period_releases_the_run_for_another_worker(worke
 def test_a_second_signal_stops_at_once(workers):
     api.enqueue("tests.slow", {"seconds": 30, "tag": "twice"})
     worker = workers.start("--concurrency", "1", "--grace", "60")
-    wait_until(lambda: os.path.exists(os.path.join(os.environ["DURABLE_TEST_EFFECTS_DIR"], "slow-started-twice")),
+    wait_until(lambda: effects.exists("slow-started-twice"),
                message="the attempt to start")
     worker.send_signal(signal.SIGINT)
     time.sleep(0.5)

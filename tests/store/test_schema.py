@@ -77,10 +77,21 @@ def test_column_types_follow_the_seed():
                "WHERE table_name = 'durable_run' AND column_name = 'attempts'") == [("0",)]
 
 
-def test_claim_on_100k_finished_runs_uses_indexes_not_a_sequential_scan():
-    from durable_django.store import runs as run_store
+def explain_claim(*, analyze: bool) -> str:
+    """The plan of a worker's claim on the current data, after ANALYZE."""
+    from django.db import connection
+
     from durable_django.worker.loop import WorkerOptions, claim_bounds
 
+    sql("ANALYZE durable_run")
+    bounds = claim_bounds(WorkerOptions())
+    params = {**bounds.params, "limit": 10, "lease": 30, "worker_id": "explain"}
+    with connection.cursor() as cur:
+        cur.execute(("EXPLAIN ANALYZE " if analyze else "EXPLAIN ") + bounds.claim_sql, params)
+        return "\n".join(row[0] for row in cur.fetchall())
+
+
+def test_claim_on_100k_finished_runs_uses_indexes_not_a_sequential_scan():
     sql("""
         INSERT INTO durable_run (run_id, name, version, status, input, output, retry_policy, created_at,
                                  updated_at, finished_at)
@@ -88,36 +99,20 @@ def test_claim_on_100k_finished_runs_uses_indexes_not_a_sequential_scan():
                now() - make_interval(secs => g), now() - make_interval(secs => g), now()
         FROM generate_series(1, 100000) g
     """)
-    sql("ANALYZE durable_run")
-    bounds = claim_bounds(WorkerOptions())
-    params = {**bounds.params, "limit": 10, "lease": 30, "worker_id": "explain"}
-    from django.db import connection
-
-    with connection.cursor() as cur:
-        cur.execute("EXPLAIN " + bounds.claim_sql, params)
-        plan = "\n".join(row[0] for row in cur.fetchall())
+    plan = explain_claim(analyze=False)
     assert "Seq Scan" not in plan, plan
     # Pending runs are read in claim order from the partial index, with no sort.
     assert "Index Scan using durable_run_claim_pending" in plan, plan
 
 
 def test_claim_reads_20k_pending_runs_in_index_order_instead_of_sorting_them():
-    from durable_django.worker.loop import WorkerOptions, claim_bounds
-
     sql("""
         INSERT INTO durable_run (run_id, name, version, status, input, retry_policy, created_at, updated_at)
         SELECT 'pending-' || g, CASE WHEN g %% 2 = 0 THEN 'tests.noop' ELSE 'tests.slow' END, 1, 'pending', '{}',
                '{}', now() - make_interval(secs => g), now()
         FROM generate_series(1, 20000) g
     """)
-    sql("ANALYZE durable_run")
-    bounds = claim_bounds(WorkerOptions())
-    params = {**bounds.params, "limit": 10, "lease": 30, "worker_id": "explain"}
-    from django.db import connection
-
-    with connection.cursor() as cur:
-        cur.execute("EXPLAIN ANALYZE " + bounds.claim_sql, params)
-        plan = "\n".join(row[0] for row in cur.fetchall())
+    plan = explain_claim(analyze=True)
     pending_arm = plan.split("CTE due_waits")[0]
     assert "Index Scan using durable_run_claim_pending" in pending_arm, plan
     assert "Sort" not in pending_arm and "Bitmap" not in pending_arm, plan

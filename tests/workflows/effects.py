@@ -20,6 +20,14 @@ def count(name: str) -> int:
         return 0
 
 
+def exists(name: str) -> bool:
+    return os.path.exists(_path(name))
+
+
+def remove(name: str) -> None:
+    os.remove(_path(name))
+
+
 def touch(name: str) -> None:
     with open(_path(name), "w"):
         pass
