@@ -176,3 +176,18 @@ def test_a_parent_that_succeeds_cancels_its_unfinished_children():
     done = api.get_run(parent.run_id)
     assert done.status == "succeeded"
     assert api.get_run(done.output).status == "cancelled"  # the landing cascaded, though nobody awaited it
+
+
+def test_a_cascade_wakes_a_pivoted_waiting_run_whose_child_it_cancels():
+    root = api.enqueue("tests.pivot_grandparent", {})
+    run_until_idle()
+    parent_id = api.get_run(root.run_id).waiting_for.split(":", 1)[1]
+    child_id = api.get_run(parent_id).waiting_for.split(":", 1)[1]
+    assert api.get_run(parent_id).pivoted_at is not None
+    assert api.cancel(root.run_id) == CancelOutcome.CANCELLED
+    parent, child = api.get_run(parent_id), api.get_run(child_id)
+    assert child.status == "cancelled"
+    assert parent.status == "pending" and parent.cancel_refused_at is not None  # refused, and woken
+    run_until_idle()
+    done = api.get_run(parent_id)
+    assert done.status == "succeeded" and done.output["state"] == "cancelled"

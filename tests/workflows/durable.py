@@ -163,3 +163,15 @@ def quick_then_done(ctx, input):
 @durable_function("tests.spawn_and_return")
 def spawn_and_return(ctx, input):
     return ctx.spawn("fire-and-forget", "tests.child", {"wait_signal": True})
+
+
+@durable_function("tests.pivot_parent")
+def pivot_parent(ctx, input):
+    ctx.step("commit", lambda: "committed", pivot=True)
+    child_id = ctx.spawn("spawn", "tests.child", {"wait_signal": True})
+    return ctx.wait_for_result("wait", child_id)
+
+
+@durable_function("tests.pivot_grandparent")
+def pivot_grandparent(ctx, input):
+    return ctx.wait_for_result("wait", ctx.spawn("spawn", "tests.pivot_parent", {}))
