@@ -36,18 +36,19 @@ def store_enqueue(n: int) -> float:
 
 
 def store_claim_complete(n: int) -> float:
-    from durable_django.store import runs
-    from durable_django.worker.loop import WorkerOptions, claim_bounds
+    from durable_django.store import claims, landing
+    from durable_django.worker.loop import WorkerOptions
 
-    bounds = claim_bounds(WorkerOptions(functions=["bench.noop"]))
+    bounds = WorkerOptions(functions=["bench.noop"]).claim_bounds()
     done = 0
     started = time.perf_counter()
     while True:
-        claimed = runs.claim(limit=10, lease_seconds=30, worker_id="bench", bounds=bounds)
+        claimed = claims.claim(limit=10, start_now=10, lease_seconds=30, worker_id="bench", bounds=bounds)
         if not claimed:
             break
-        for run, _recovered, _now in claimed:
-            runs.complete(run.run_id, run.attempts, "null")
+        for item in claimed:
+            run = item.run
+            landing.complete_many([landing.Finished(run.run_id, run.attempts, "null", None)])
             done += 1
     elapsed = time.perf_counter() - started
     assert done == n, f"store completed {done} of {n}"

@@ -118,8 +118,7 @@ def retry_run(record, data: dict) -> Outcome:
 
 def retry_as_new_run(run: Run) -> Run:
     """The new run a retry enqueues; keys are not carried over (they would join the old run)."""
-    return api.enqueue(run.name, run.input, version=run.version, tenant_id=run.tenant_id,
-                       queue=run.queue, priority=run.priority)
+    return api.retry_as_new_run(run.run_id)
 
 
 def signal_run(record, data: dict) -> Outcome:

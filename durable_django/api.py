@@ -12,14 +12,16 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from .engine import submit
-from .engine.values import json_text, seconds
 from .exceptions import InvalidInput, RunNotFound
+from .registry import TASK_PATH_VERSION
 from .states import CancelOutcome, RunStatus
 from .store import journal as journal_store
+from .store import landing, purge
 from .store import runs as run_store
 from .store.db import DONE_CHANNEL, listening
 from .tenancy import normalize_tenant
 from .types import Run, RunPage
+from .values import integer, json_text, seconds, text
 
 
 def enqueue(name: str, input=None, *, idempotency_key: str | None = None, coalesce_key: str | None = None,
@@ -50,9 +52,9 @@ def enqueue(name: str, input=None, *, idempotency_key: str | None = None, coales
 
 
 def _run_id(run_id) -> str:
-    if run_id is None or not str(run_id):
-        raise InvalidInput(f"invalid run id {run_id!r}")
-    return str(run_id)
+    if run_id is None:
+        raise InvalidInput("invalid run id None")
+    return text(str(run_id), what="a run id")
 
 
 def get_run(run_id, *, tenant_id=None) -> Run | None:
@@ -66,7 +68,7 @@ def cancel(run_id, *, tenant_id=None) -> CancelOutcome:
     Raises:
         RunNotFound: no such run is visible to ``tenant_id``.
     """
-    outcome = run_store.cancel(_run_id(run_id), normalize_tenant(tenant_id))
+    outcome = landing.cancel(_run_id(run_id), normalize_tenant(tenant_id))
     if outcome is None:
         raise RunNotFound(f"no run {run_id}", run_id=str(run_id))
     return outcome
@@ -78,10 +80,8 @@ def emit_signal(run_id, signal: str, value=None, *, occurrence: int = 0, tenant_
     Raises:
         RunNotFound: no such run is visible to ``tenant_id``.
     """
-    if not isinstance(signal, str) or not signal:
-        raise InvalidInput(f"a signal name must be a non-empty string, got {signal!r}")
-    if not isinstance(occurrence, int) or isinstance(occurrence, bool) or occurrence < 0:
-        raise InvalidInput(f"occurrence must be a non-negative integer, got {occurrence!r}")
+    text(signal, what="a signal name")
+    integer(occurrence, what="occurrence", minimum=0)
     value_json = json_text(value, what="signal value")
     return journal_store.emit_signal(_run_id(run_id), signal, occurrence, value_json, normalize_tenant(tenant_id))
 
@@ -91,7 +91,7 @@ def resume(run_id, *, tenant_id=None) -> Run:
 
     Raises:
         RunNotFound: no such run is visible to ``tenant_id``.
-        InvalidInput: the run is live or succeeded.
+        InvalidInput: the run is live or succeeded, or it is a child whose parent has finished.
     """
     run_id, tenant = _run_id(run_id), normalize_tenant(tenant_id)
     run = run_store.resume(run_id, tenant)
@@ -104,14 +104,39 @@ def resume(run_id, *, tenant_id=None) -> Run:
                        run_id=run_id)
 
 
+def retry_as_new_run(run_id, *, tenant_id=None) -> Run:
+    """Submit a finished run again as a new run: same function, version, input, tenant, queue, priority and
+    retry policy, an empty journal. Keys are not carried over (they would join the old run).
+
+    Raises:
+        RunNotFound: no such run is visible to ``tenant_id``.
+        InvalidInput: the run has not finished.
+    """
+    run = get_run(run_id, tenant_id=tenant_id)
+    if run is None:
+        raise RunNotFound(f"no run {run_id}", run_id=str(run_id))
+    if run.is_live:
+        raise InvalidInput(f"run {run.run_id} is still {run.status}; only a finished run can be retried",
+                           run_id=run.run_id)
+    if run.version == TASK_PATH_VERSION:
+        params = submit.build_task_run(run.name, run.input, queue=run.queue, priority=run.priority,
+                                       available_at=None, retry=run.retry_policy)
+    else:
+        params = submit.build(run.name, run.input, version=run.version, tenant_id=run.tenant_id, queue=run.queue,
+                              priority=run.priority, retry=run.retry_policy)
+    return submit.insert_or_join(params)
+
+
 def wait_for_result(run_id, *, timeout=None, tenant_id=None) -> Run:
     """Block until the run lands (succeeded, failed or cancelled) and return it.
 
     It LISTENs before it reads, on a connection of its own, so a landing between
-    the two is never missed.
+    the two is never missed, and reads what is committed, as a worker sees it.
 
     Raises:
         RunNotFound: no such run is visible to ``tenant_id``.
+        InvalidInput: the run was enqueued in the caller's transaction, which has not
+            committed: no worker can see it, so waiting for it could never end.
         TimeoutError: the run had not landed within ``timeout``.
     """
     run_id, tenant = _run_id(run_id), normalize_tenant(tenant_id)
@@ -119,8 +144,12 @@ def wait_for_result(run_id, *, timeout=None, tenant_id=None) -> Run:
     deadline = None if limit is None else time.monotonic() + limit
     with listening([DONE_CHANNEL]) as conn:
         while True:
-            run = run_store.get_run(run_id, tenant)
+            run = run_store.get_run_committed(conn, run_id, tenant)
             if run is None:
+                if run_store.get_run(run_id, tenant) is not None:
+                    raise InvalidInput(
+                        f"run {run_id} was enqueued in this transaction, which has not committed: no worker can "
+                        "see it; wait for it after the transaction commits", run_id=run_id)
                 raise RunNotFound(f"no run {run_id}", run_id=run_id)
             if not run.is_live:
                 return run
@@ -138,8 +167,9 @@ def list_runs(*, status=None, name=None, tenant_id=None, limit: int = 50, cursor
     """A page of runs, newest first; pass ``next_cursor`` back for the next page."""
     if status is not None and status not in RunStatus.values:
         raise InvalidInput(f"unknown status {status!r}")
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 1000:
-        raise InvalidInput("limit must be an integer between 1 and 1000")
+    if name is not None:
+        text(name, what="name")
+    integer(limit, what="limit", minimum=1, maximum=1000)
     after = run_store.decode_cursor(cursor) if cursor else None
     items, next_cursor = run_store.list_runs(
         status=status, name=name, tenant_id=normalize_tenant(tenant_id), limit=limit, after=after,
@@ -154,12 +184,11 @@ def purge_finished(*, older_than, batch_size: int = 1000) -> int:
         The number of runs deleted (their steps and signals go with them).
     """
     age = seconds(older_than, what="older_than", allow_none=False)
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise InvalidInput("batch_size must be a positive integer")
+    integer(batch_size, what="batch_size", minimum=1)
     cutoff = timezone.now() - timedelta(seconds=age)
     deleted, position = 0, None
     while True:
-        count, position = run_store.purge_batch(cutoff, batch_size, position)
+        count, position = purge.purge_batch(cutoff, batch_size, position)
         deleted += count
         if position is None:
             return deleted

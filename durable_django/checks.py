@@ -52,7 +52,7 @@ def check_settings(app_configs=None, **kwargs):
 
 
 def _schedule_errors():
-    from .engine.values import seconds
+    from .values import seconds
     from .exceptions import InvalidInput
     from .schedules_api import declared_schedule_errors
 

@@ -43,6 +43,10 @@ class StepResultNotSerializable(DurableError):
     """A step returned a value that cannot be stored as JSON."""
 
 
+class OutputNotStored(DurableError):
+    """The database refused to store a run's output; the run fails rather than poison its worker."""
+
+
 class DuplicateRegistration(ImproperlyConfigured):
     """One (name, version) was registered twice with different callables."""
 

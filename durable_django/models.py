@@ -50,6 +50,8 @@ class Run(models.Model):
     leased_until = models.DateTimeField(null=True, blank=True)
     available_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    # When the current claim's attempt started; NULL while a claimed run waits for a free slot.
+    attempt_started_at = models.DateTimeField(null=True, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     worker_id = models.TextField(null=True, blank=True)

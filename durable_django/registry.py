@@ -10,6 +10,7 @@ from typing import Callable
 
 from .exceptions import DuplicateRegistration, InvalidInput, UnknownFunction
 from .types import RetryPolicy
+from .values import integer
 
 # Version 0 is reserved for Django Tasks runs, which are resolved by import path.
 TASK_PATH_VERSION = 0
@@ -38,11 +39,34 @@ class Registry:
     def __init__(self):
         self._by_name: dict[str, dict[int, Registration]] = {}
         self._lock = threading.Lock()
+        # Turns the import path of a version-0 run into its handler; a plug-in installs it.
+        self._path_resolver: Callable[[str], Callable] | None = None
+
+    def set_path_resolver(self, resolver: Callable[[str], Callable] | None) -> None:
+        """Install how runs named by an import path (version 0, the Django Tasks plug-in's) find their handler.
+
+        The resolver takes the path and returns a ``(ctx, input)`` handler, or
+        raises ImportError when the path names nothing it may run.
+        """
+        self._path_resolver = resolver
+
+    def resolve(self, name: str, version: int) -> Callable:
+        """The callable that executes a run of (name, version).
+
+        Raises:
+            UnknownFunction: nothing here runs it.
+            ImportError: a version-0 path the resolver refuses.
+        """
+        if version != TASK_PATH_VERSION:
+            return self.get(name, version).fn
+        if self._path_resolver is None:
+            raise UnknownFunction(f"run {name!r} is named by an import path, and no plug-in here resolves those "
+                                  "(is Django's tasks framework installed?)", name=name, version=version)
+        return self._path_resolver(name)
 
     def register(self, name: str, version: int, fn: Callable, retry: RetryPolicy | None) -> Registration:
         validate_name(name)
-        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-            raise InvalidInput(f"version of {name!r} must be an integer >= 1, got {version!r}")
+        integer(version, what=f"version of {name!r}", minimum=1)
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise InvalidInput(f"retry of {name!r} must be a RetryPolicy")
         registration = Registration(name, version, fn, retry)

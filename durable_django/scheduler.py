@@ -18,7 +18,7 @@ from django.db import DatabaseError, connections
 
 from . import api, schedules_api
 from .conf import durable_settings
-from .engine.values import seconds
+from .values import seconds
 from .exceptions import InvalidInput
 from .registry import registry
 from .store import schedules as schedule_store

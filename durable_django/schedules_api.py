@@ -15,7 +15,7 @@ from django.db import transaction
 
 from .engine import cron as cron_math
 from .engine import submit
-from .engine.values import json_text
+from .values import json_text
 from .exceptions import DurableError, InvalidInput, InvalidSchedule
 from .registry import registry, validate_name
 from .store import schedules as schedule_store
@@ -310,9 +310,8 @@ def fire_tick(current: Schedule, now: datetime) -> tuple[Run, datetime]:
 
 def _enqueue(current: Schedule, key: str) -> Run:
     """Enqueue through the normal submit path: retry snapshot, tenant scoping, NOTIFY on commit."""
-    return submit.insert_or_join(submit.build(
-        current.name, current.input, idempotency_key=key, tenant_id=current.tenant_id,
-    ))
+    return submit.insert_or_join(submit.with_engine_key(
+        submit.build(current.name, current.input, tenant_id=current.tenant_id), key))
 
 
 def _stamp(instant: datetime) -> str:

@@ -36,12 +36,12 @@ except ImportError:  # Django 5.2: the django-tasks backport.
     from django_tasks.utils import normalize_json
 
 from .engine import submit
-from .engine.context import step_id
+from .journal_ids import StepId
 from .exceptions import Cancelled, InvalidInput
 from .registry import TASK_PATH_VERSION
 from .states import RunStatus
 from .store import task_results as result_store
-from .tasks_runtime import WORKER_STEP, attempt_of, resolve_task
+from .tasks_runtime import WORKER_STEP, resolve_task
 from .types import RetryPolicy, Run
 
 __all__ = ["DurableBackend", "DurableTask"]
@@ -61,6 +61,13 @@ STATUS = {
 }
 
 CANCELLED_PATH = f"{Cancelled.__module__}.{Cancelled.__qualname__}"
+
+
+def task_status(run: Run) -> TaskResultStatus:
+    """The run's status as Django names it; a claimed run still waiting for a slot is READY, not RUNNING."""
+    if run.status == RunStatus.RUNNING and run.attempt_started_at is None:
+        return TaskResultStatus.READY
+    return STATUS[run.status]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,9 +133,9 @@ class DurableBackend(BaseTaskBackend):
         run_after = task.run_after
         if run_after is not None and timezone.is_naive(run_after):
             run_after = timezone.make_aware(run_after)  # USE_TZ=False: the current time zone
-        params = submit.build(
-            task.module_path, payload, version=TASK_PATH_VERSION, queue=task.queue_name,
-            priority=task.priority, available_at=run_after, retry=getattr(task, "retry", None) or self.retry,
+        params = submit.build_task_run(
+            task.module_path, payload, queue=task.queue_name, priority=task.priority, available_at=run_after,
+            retry=getattr(task, "retry", None) or self.retry,
         )
         run = submit.insert_or_join(params)
         result = task_result(task, run, backend=self.alias, last_attempted_at=None, journal={})
@@ -242,7 +249,7 @@ def worker_ids(run: Run, journal: dict) -> list[str]:
     """
     ids = []
     for attempt in range(1, run.attempts + 1):
-        recorded = journal.get(step_id(TASK_PATH_VERSION, WORKER_STEP, attempt))
+        recorded = journal.get(str(StepId(TASK_PATH_VERSION, WORKER_STEP, attempt)))
         if recorded is None and attempt == run.attempts:
             recorded = run.worker_id
         ids.append(recorded or "")
@@ -282,7 +289,7 @@ def task_result(task, run: Run, *, backend: str, last_attempted_at: datetime | N
     result = TaskResult(
         task=task,
         id=run.run_id,
-        status=STATUS[run.status],
+        status=task_status(run),
         enqueued_at=run.created_at,
         started_at=run.started_at,
         finished_at=None if run.is_live else run.finished_at,
@@ -311,7 +318,6 @@ def task_context(task, ctx) -> TaskContext:
     Returns:
         The TaskContext handed to a ``takes_context`` task.
     """
-    attempt = attempt_of(ctx)
-    result = task_result(task_for_run(task, attempt.run), attempt.run, backend=task.backend,
-                         last_attempted_at=attempt.database_now, journal=attempt.journal)
+    result = task_result(task_for_run(task, ctx.run), ctx.run, backend=task.backend,
+                         last_attempted_at=ctx.claimed_at, journal=ctx.journal)
     return TaskContext(task_result=result)

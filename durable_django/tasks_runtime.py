@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import sys
 
+from django.apps import apps
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
@@ -44,6 +46,11 @@ def resolve_task(path: str):
             f"task path {path!r} cannot run: Django's tasks framework is not installed "
             f"(Django 6, or the django-tasks backport on Django 5.2): {exc}"
         ) from exc
+    module = path.rpartition(".")[0]
+    if module not in sys.modules and not _in_an_installed_app(module):
+        # Importing runs a module's code: only a module of the project's own apps may be imported on
+        # the word of a stored run (Django Tasks runs are only ever made from a task object).
+        raise TaskPathError(f"task path {path!r} is not inside an installed app; it is not imported")
     try:
         target = import_string(path)
     except Exception as exc:  # noqa: BLE001 - a module that fails to import is the same clear error
@@ -53,9 +60,8 @@ def resolve_task(path: str):
     return target
 
 
-def attempt_of(ctx):
-    """The engine's Attempt behind a context (the runtime is engine-side code)."""
-    return ctx._attempt
+def _in_an_installed_app(module: str) -> bool:
+    return any(module == app.name or module.startswith(app.name + ".") for app in apps.get_app_configs())
 
 
 def task_handler(path: str):
@@ -65,7 +71,7 @@ def task_handler(path: str):
 
     if inspect.iscoroutinefunction(task.func):
         async def run_async(ctx, payload):
-            await ctx.step(WORKER_STEP, lambda: attempt_of(ctx).run.worker_id, occurrence=ctx.attempt)
+            await ctx.step(WORKER_STEP, lambda: ctx.run.worker_id, occurrence=ctx.attempt)
             call = TaskAttempt(task, ctx, payload)
             await _asend(task_started, call.result)
             try:
@@ -80,7 +86,7 @@ def task_handler(path: str):
         return run_async
 
     def run(ctx, payload):
-        ctx.step(WORKER_STEP, lambda: attempt_of(ctx).run.worker_id, occurrence=ctx.attempt)
+        ctx.step(WORKER_STEP, lambda: ctx.run.worker_id, occurrence=ctx.attempt)
         call = TaskAttempt(task, ctx, payload)
         _send(task_started, call.result)
         try:
@@ -102,7 +108,7 @@ class TaskAttempt:
     def __init__(self, task, ctx, payload):
         from .tasks import task_context
 
-        self.attempt = attempt_of(ctx)
+        self.ctx = ctx
         context = task_context(task, ctx)
         self.result = context.task_result
         payload = payload if isinstance(payload, dict) else {}
@@ -123,15 +129,15 @@ class TaskAttempt:
         """Set the outcome the engine will land for ``exc``; False if the outcome is not this attempt's."""
         from .tasks import TaskResultStatus, cancellation_error, task_error
 
-        attempt, run = self.attempt, self.attempt.run
+        ctx, run = self.ctx, self.ctx.run
         stop = isinstance(exc, (DurableControlFlow, asyncio.CancelledError))
-        if attempt.cancel_requested:
+        if ctx.cancel_requested:
             # Landed cancelled, never retried: by the heartbeat (which also marks the attempt
             # lost and stops it), or by the engine once this attempt fails.
             errors = [] if stop else [task_error(exception_path(exc), format_error(exc))]
             errors.append(cancellation_error(run))
             status = TaskResultStatus.FAILED
-        elif attempt.lost or isinstance(exc, DurableControlFlow):
+        elif ctx.lease_lost or isinstance(exc, DurableControlFlow):
             return False  # the lease was lost: whoever holds the run now decides
         else:
             errors = [task_error(exception_path(exc), format_error(exc))]

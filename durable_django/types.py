@@ -85,6 +85,8 @@ class Run:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     worker_id: str | None = None
+    # When the current claim's attempt started; None while a claimed run waits for a worker's slot.
+    attempt_started_at: datetime | None = None
 
     @property
     def is_live(self) -> bool:

@@ -11,19 +11,29 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import logging
 import threading
+import time
 from contextlib import contextmanager
 
+from django.db import DatabaseError
+
+from ..conf import durable_settings
 from ..exceptions import Cancelled, LeaseLost
+from ..store.db import is_disconnect, reset_connection
 from ..types import ClaimedRun
+
+logger = logging.getLogger("durable_django.worker")
 
 
 class Attempt:
-    def __init__(self, claimed: ClaimedRun, database_now):
+    def __init__(self, claimed: ClaimedRun, database_now, *, started: bool = True):
         self.run = claimed.run
         self.token = claimed.token
         self.journal = claimed.journal
         self.recovered = claimed.recovered
+        # The database knows this attempt started (its claim started it, or a slot did since).
+        self.started = started
         # The database clock at claim time: sleeps compare deadlines against it.
         self.database_now = database_now
         # A pivot step is journalled: from here on a cancel is refused, never obeyed.
@@ -41,7 +51,34 @@ class Attempt:
 
     @property
     def held(self) -> tuple[str, int]:
+        """(run_id, token): what identifies this claim, in the database and in a worker's books."""
         return self.run.run_id, self.token
+
+    def persist(self, write, *args, **kwargs):
+        """Make one fenced write of this attempt, sending it again while the database cannot be reached.
+
+        A step whose function returned keeps its value through a database
+        restart: the token is unchanged, so the write lands as it would have,
+        unless the run was taken over meanwhile (the fence refuses it, or the
+        heartbeat marks this attempt lost). It stops trying once a lease has
+        passed without an answer.
+        """
+        give_up = time.monotonic() + durable_settings.LEASE_SECONDS
+        backoff = 0.05
+        while True:
+            try:
+                return write(*args, **kwargs)
+            except DatabaseError as exc:
+                if not is_disconnect(exc) or self.lost or time.monotonic() + backoff > give_up:
+                    raise
+                level = logging.WARNING if backoff == 0.05 else logging.DEBUG
+                logger.log(level, "run %s: the database cannot be reached (%s); keeping the write to send again",
+                           self.run.run_id, type(exc.__cause__ or exc).__name__)
+                reset_connection()
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+            if self.lost:
+                raise LeaseLost()
 
     def check(self) -> None:
         """Raise the stop this attempt owes, if any (called by every context method)."""
@@ -91,7 +128,9 @@ class Attempt:
                 self._pivot_depth -= 1
 
     def bind_async(self, loop, task) -> None:
-        self._loop, self._task = loop, task
+        """Route stops to an async handler's task (None, None once its event loop is gone)."""
+        with self._lock:
+            self._loop, self._task = loop, task
 
     def _leave(self, previous: bool) -> None:
         with self._lock:
@@ -129,8 +168,15 @@ class Attempt:
             if not lost and (self._pivot_depth or self.pivoted):
                 return  # a requested cancel waits while a pivot step runs
             if self._task is not None and self._loop is not None:
-                self._loop.call_soon_threadsafe(self._task.cancel)
+                self._cancel_task()
             elif self._in_user_code and not self._interrupted and self._thread_id is not None:
                 exc = LeaseLost if lost else Cancelled
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), ctypes.py_object(exc))
                 self._interrupted = True
+
+    def _cancel_task(self) -> None:
+        # The loop may have closed since (the handler ended between the caller's look and this call).
+        try:
+            self._loop.call_soon_threadsafe(self._task.cancel)
+        except RuntimeError:
+            pass

@@ -14,58 +14,103 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
 from ..exceptions import Cancelled, InvalidInput, StepResultNotSerializable, Suspended
+from ..journal_ids import StepId
 from ..store import journal as journal_store
+from ..store.db import connection
+from ..types import Run
+from ..values import aware, integer, json_text, seconds, text
 from . import submit
 from .attempt import Attempt
-from .values import aware, json_text, seconds
 
 _SPAWN_FORBIDDEN = ("idempotency_key", "coalesce_key", "tenant_id", "parent_run_id")
 
 
-def step_id(version: int, name: str, occurrence: int) -> str:
-    if not isinstance(name, str) or not name:
-        raise InvalidInput(f"a step name must be a non-empty string, got {name!r}")
-    if not isinstance(occurrence, int) or isinstance(occurrence, bool) or occurrence < 0:
-        raise InvalidInput(f"occurrence must be a non-negative integer, got {occurrence!r}")
-    return f"v{version}:{name}:{occurrence}"
+class RunFacts:
+    """The read-only facts of an attempt that a handler (and a plug-in running one) may read."""
 
+    _attempt: Attempt
 
-class Context:
-    """The context of one attempt of a synchronous durable function."""
-
-    def __init__(self, attempt: Attempt):
-        self._attempt = attempt
-        self._run = attempt.run
-        self.suspended = False
-
-    run_id = property(lambda self: self._run.run_id)
-    name = property(lambda self: self._run.name)
-    version = property(lambda self: self._run.version)
+    run_id = property(lambda self: self._attempt.run.run_id)
+    name = property(lambda self: self._attempt.run.name)
+    version = property(lambda self: self._attempt.run.version)
     attempt = property(lambda self: self._attempt.token)
-    tenant_id = property(lambda self: self._run.tenant_id)
-    input = property(lambda self: self._run.input)
+    tenant_id = property(lambda self: self._attempt.run.tenant_id)
+    input = property(lambda self: self._attempt.run.input)
+
+    @property
+    def run(self) -> Run:
+        """The run as this attempt claimed it."""
+        return self._attempt.run
+
+    @property
+    def claimed_at(self) -> datetime:
+        """The database's clock when this attempt was claimed."""
+        return self._attempt.database_now
+
+    @property
+    def journal(self) -> dict:
+        """A copy of the run's journal as this attempt sees it: step id -> value."""
+        return dict(self._attempt.journal)
+
+    @property
+    def cancel_requested(self) -> bool:
+        """A cancel was requested: the attempt ends cancelled at its next context call."""
+        return self._attempt.cancel_requested
+
+    @property
+    def lease_lost(self) -> bool:
+        """Another worker took the run over: this attempt may write nothing more."""
+        return self._attempt.lost
 
     def idempotency_key(self, step_name: str, occurrence: int = 0) -> str:
         """A key for an external call made inside a step, stable across replays."""
-        return f"{self._run.run_id}:{self._run.version}:{step_name}:{occurrence}"
+        return f"{self.run_id}:{self.version}:{step_name}:{occurrence}"
+
+
+class Context(RunFacts):
+    """The context of one attempt of a synchronous durable function.
+
+    Args:
+        attempt: the attempt this context belongs to.
+        atomic_depth: how many ``atomic()`` blocks were open on the durable alias when the
+            handler was called; a context call made inside a block the handler opened is
+            refused (see ``_enter``).
+    """
+
+    def __init__(self, attempt: Attempt, *, atomic_depth: int = 0):
+        self._attempt = attempt
+        self._run = attempt.run
+        self._atomic_depth = atomic_depth
+        self.suspended = False
 
     # -- steps -------------------------------------------------------------
 
-    def _enter(self, name: str, occurrence: int) -> str:
+    def _enter(self, name, occurrence) -> str:
+        """Raise the stop this attempt owes, refuse a call from inside the handler's own transaction,
+        and return the call's step id."""
         if self.suspended:
             raise Suspended()
         self._attempt.check()
-        return step_id(self._run.version, name, occurrence)
+        sid = StepId.of(self._run.version, name, occurrence)
+        if len(connection().atomic_blocks) > self._atomic_depth:
+            # The journal write would join the handler's transaction: a suspension could roll
+            # back its own record, and a step's value could vanish with the handler's rollback.
+            raise InvalidInput(
+                f"ctx.{sid.name!r} was called inside a transaction.atomic() block the handler opened: durable "
+                "context calls write their own transactions; call them outside the block"
+            )
+        return str(sid)
 
     def _record(self, sid: str, name: str, value, pivot: bool):
         try:
-            text = json_text(value, what="step result")
+            encoded = json_text(value, what="step result")
         except InvalidInput as exc:
             raise StepResultNotSerializable(
-                f"step {name!r} of {self._run.name} returned a value that is not JSON-serialisable: {exc}",
+                f"step {name!r} of {self._run.name} returned a value that cannot be stored: {exc}",
                 step=name, run_id=self._run.run_id,
             ) from None
-        recorded = journal_store.record_step(self._run.run_id, self._attempt.token, sid, text, pivot=pivot)
+        recorded = self._attempt.persist(
+            journal_store.record_step, self._run.run_id, self._attempt.token, sid, encoded, pivot=pivot)
         if pivot:
             self._attempt.pivoted = True
         if recorded.cancel_requested:
@@ -74,17 +119,23 @@ class Context:
         return recorded.value
 
     def step(self, name: str, fn, *, occurrence: int = 0, pivot: bool = False):
-        """Return the journalled value of (name, occurrence), or call ``fn`` and journal its result."""
+        """Return the journalled value of (name, occurrence), or call ``fn`` and journal its result.
+
+        A pivot step holds back a requested cancel from before ``fn`` runs until its
+        value is journalled: once it ran, the run must carry on.
+        """
         with self._attempt.engine_code():
             sid = self._enter(name, occurrence)
             if sid in self._attempt.journal:
                 return self._attempt.journal[sid]
         if pivot:
-            with self._attempt.pivot(), self._attempt.user_code():
-                value = fn()
-        else:
-            with self._attempt.user_code():
-                value = fn()
+            with self._attempt.pivot():
+                with self._attempt.user_code():
+                    value = fn()
+                with self._attempt.engine_code():
+                    return self._record(sid, name, value, pivot)
+        with self._attempt.user_code():
+            value = fn()
         with self._attempt.engine_code():
             return self._record(sid, name, value, pivot)
 
@@ -106,7 +157,8 @@ class Context:
             stored = self._attempt.journal.get(sid)
             if stored is not None and datetime.fromisoformat(stored["at"]) <= self._attempt.database_now:
                 return None
-            outcome = journal_store.sleep(self._run.run_id, self._attempt.token, sid, seconds=delay, until=until)
+            outcome = self._attempt.persist(
+                journal_store.sleep, self._run.run_id, self._attempt.token, sid, seconds=delay, until=until)
             self._resolve(sid, outcome)
             return None
 
@@ -127,13 +179,13 @@ class Context:
             sid = self._enter(name, occurrence)
             if sid in self._attempt.journal:
                 return self._attempt.journal[sid]
-            if not isinstance(signal, str) or not signal:
-                raise InvalidInput(f"a signal name must be a non-empty string, got {signal!r}")
-            step_id(self._run.version, signal, signal_occurrence)  # validates signal_occurrence
+            text(signal, what="a signal name")
+            integer(signal_occurrence, what="signal_occurrence", minimum=0)
             json_text(default, what="default")
-            outcome = journal_store.wait_for_signal(
-                self._run.run_id, self._attempt.token, sid, f"{sid}#deadline", signal=signal,
-                occurrence=signal_occurrence, timeout_seconds=seconds(timeout, what="timeout"), default=default,
+            outcome = self._attempt.persist(
+                journal_store.wait_for_signal, self._run.run_id, self._attempt.token, sid,
+                str(StepId.parse(sid).deadline_id()), signal=signal, occurrence=signal_occurrence,
+                timeout_seconds=seconds(timeout, what="timeout"), default=default,
             )
             return self._resolve(sid, outcome)
 
@@ -146,11 +198,12 @@ class Context:
             forbidden = sorted(set(enqueue_options) & set(_SPAWN_FORBIDDEN))
             if forbidden:
                 raise InvalidInput(f"spawn() sets {', '.join(forbidden)} itself: the step identity keys the child")
-            params = submit.build(
-                function, input, tenant_id=self._run.tenant_id, parent_run_id=self._run.run_id,
-                idempotency_key=f"spawn:{self._run.run_id}:{sid}", **enqueue_options,
+            params = submit.with_engine_key(
+                submit.build(function, input, tenant_id=self._run.tenant_id, parent_run_id=self._run.run_id,
+                             **enqueue_options),
+                f"spawn:{self._run.run_id}:{sid}",
             )
-            child_id = journal_store.spawn(self._run.run_id, self._attempt.token, sid, params)
+            child_id = self._attempt.persist(journal_store.spawn, self._run.run_id, self._attempt.token, sid, params)
             self._attempt.journal[sid] = child_id
             return child_id
 
@@ -160,14 +213,15 @@ class Context:
             sid = self._enter(name, occurrence)
             if sid in self._attempt.journal:
                 return self._attempt.journal[sid]
-            outcome = journal_store.wait_for_child(
-                self._run.run_id, self._attempt.token, sid, f"{sid}#deadline", child_run_id=str(child_run_id),
+            outcome = self._attempt.persist(
+                journal_store.wait_for_child, self._run.run_id, self._attempt.token, sid,
+                str(StepId.parse(sid).deadline_id()), child_run_id=text(str(child_run_id), what="child_run_id"),
                 timeout_seconds=seconds(timeout, what="timeout"),
             )
             return self._resolve(sid, outcome)
 
 
-class AsyncContext:
+class AsyncContext(RunFacts):
     """The context of an ``async def`` durable function: the same methods, awaited.
 
     Database work runs on one thread owned by the attempt (Django forbids it on
@@ -180,34 +234,25 @@ class AsyncContext:
         self._attempt = attempt
         self._executor = executor
 
-    run_id = property(lambda self: self._sync.run_id)
-    name = property(lambda self: self._sync.name)
-    version = property(lambda self: self._sync.version)
-    attempt = property(lambda self: self._sync.attempt)
-    tenant_id = property(lambda self: self._sync.tenant_id)
-    input = property(lambda self: self._sync.input)
-
     @property
     def suspended(self) -> bool:
         return self._sync.suspended
-
-    def idempotency_key(self, step_name: str, occurrence: int = 0) -> str:
-        return self._sync.idempotency_key(step_name, occurrence)
 
     async def _off_loop(self, fn, *args, **kwargs):
         call = functools.partial(fn, *args, **kwargs)
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 
     async def step(self, name: str, fn, *, occurrence: int = 0, pivot: bool = False):
-        sid = self._sync._enter(name, occurrence)
+        sid = await self._off_loop(self._sync._enter, name, occurrence)
         if sid in self._attempt.journal:
             return self._attempt.journal[sid]
         call = fn if inspect.iscoroutinefunction(fn) else functools.partial(self._off_loop, fn)
         if pivot:
+            # As in the sync context: a requested cancel waits until the pivot's value is journalled.
             with self._attempt.pivot():
                 value = await call()
-        else:
-            value = await call()
+                return await self._off_loop(self._sync._record, sid, name, value, pivot)
+        value = await call()
         return await self._off_loop(self._sync._record, sid, name, value, pivot)
 
     async def sleep_for(self, name, delay, *, occurrence=0):

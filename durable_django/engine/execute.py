@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import inspect
 import logging
 import traceback
@@ -11,18 +12,31 @@ from concurrent.futures import ThreadPoolExecutor
 from django.db import connections
 
 from ..conf import durable_settings
-from ..exceptions import Cancelled, LeaseLost, Suspended, UnknownFunction
-from ..registry import TASK_PATH_VERSION, registry
-from ..store import runs as run_store
+from ..exceptions import Cancelled, InvalidInput, LeaseLost, Suspended, UnknownFunction
+from ..registry import registry
+from ..store import landing
+from ..store.db import connection
+from ..values import json_text
 from .attempt import Attempt
 from .context import AsyncContext, Context
-from .values import json_text
 
 logger = logging.getLogger("durable_django.worker")
 
-# Outcomes of an attempt, as the worker counts and logs them.
-SUCCEEDED, FAILED, RETRYING, CANCELLED, SUSPENDED, LOST = (
-    "succeeded", "failed", "retrying", "cancelled", "suspended", "lost")
+
+class Outcome(str, enum.Enum):
+    """How an attempt ended, as the worker counts and logs it."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    RETRYING = "retrying"
+    CANCELLED = "cancelled"
+    SUSPENDED = "suspended"
+    # Another worker took the run over; this attempt wrote nothing more.
+    LOST = "lost"
+    # Handed to the worker, which lands successes in batches.
+    LANDING = "landing"
+    # The worker could not land what the attempt did; its lease expires and it is recovered.
+    ERROR = "error"
 
 
 def exception_path(exc: BaseException) -> str:
@@ -31,36 +45,37 @@ def exception_path(exc: BaseException) -> str:
 
 
 def format_error(exc: BaseException) -> str:
-    return "".join(traceback.format_exception(exc)).rstrip()
+    """The traceback as Django's task backends keep it (ending in a newline), storable in PostgreSQL.
+
+    A NUL character (which PostgreSQL cannot store) becomes U+FFFD, so the real
+    error is kept rather than lost to a failed write.
+    """
+    return "".join(traceback.format_exception(exc)).replace("\x00", "\ufffd")
 
 
-def resolve_handler(name: str, version: int):
-    """The callable that runs (name, version); task paths are imported, not registered."""
-    if version == TASK_PATH_VERSION:
-        from ..tasks_runtime import task_handler
-
-        return task_handler(name)
-    return registry.get(name, version).fn
-
-
-def report_success(attempt: Attempt, landed: bool) -> str:
-    """Log how a successful attempt's landing went; returns its outcome name."""
+def report_success(attempt: Attempt, landed: bool) -> Outcome:
+    """Log how a successful attempt's landing went; returns its outcome."""
     run = attempt.run
     if not landed:
         logger.warning("run %s: completion refused, its lease was taken over", run.run_id)
-        return LOST
+        return Outcome.LOST
     logger.info("run %s (%s v%s) succeeded on attempt %s", run.run_id, run.name, run.version, attempt.token)
-    return SUCCEEDED
+    return Outcome.SUCCEEDED
 
 
-def complete_now(attempt: Attempt, output: str) -> str:
+def finished(attempt: Attempt, output: str) -> landing.Finished:
+    """What lands ``attempt`` succeeded with ``output``."""
+    return landing.Finished(attempt.run.run_id, attempt.token, output, attempt.run.parent_run_id)
+
+
+def complete_now(attempt: Attempt, output: str) -> Outcome:
     """Land a successful attempt at once (the worker batches these instead)."""
-    landed = run_store.complete(attempt.run.run_id, attempt.token, output) is not None
-    return report_success(attempt, landed)
+    landed = attempt.persist(landing.complete_many, [finished(attempt, output)])
+    return report_success(attempt, attempt.run.run_id in landed)
 
 
-def execute(attempt: Attempt, *, land_success=complete_now) -> str:
-    """Run the handler once and land what it did; returns one of the outcome names.
+def execute(attempt: Attempt, *, land_success=complete_now) -> Outcome:
+    """Run the handler once and land what it did.
 
     Args:
         attempt: the claimed run and its fence token.
@@ -71,45 +86,44 @@ def execute(attempt: Attempt, *, land_success=complete_now) -> str:
         # Cancel requested while nobody held it (its worker died): land it without calling the body.
         return _cancel(attempt)
     if attempt.recovered and run.recoveries > durable_settings.MAX_RECOVERIES:
-        return _fail(attempt, RuntimeError(
+        return fail_attempt(attempt, RuntimeError(
             f"run was reclaimed {run.recoveries} times after its worker died "
             f"(MAX_RECOVERIES={durable_settings.MAX_RECOVERIES}); it may be killing its worker"
         ), final=True, counts=False)
     try:
-        handler = resolve_handler(run.name, run.version)
-    except (UnknownFunction, ImportError, AttributeError) as exc:
-        return _fail(attempt, exc, final=True)
-    is_async = inspect.iscoroutinefunction(handler)
-    ctx = Context(attempt)
+        handler = registry.resolve(run.name, run.version)
+    except (UnknownFunction, ImportError) as exc:
+        return fail_attempt(attempt, exc, final=True)
     try:
-        if is_async:
+        if inspect.iscoroutinefunction(handler):
             result, ctx = _run_async(handler, attempt)
         else:
+            ctx = Context(attempt, atomic_depth=len(connection().atomic_blocks))
             with attempt.user_code():
                 result = handler(ctx, run.input)
         # The handler returned: from here a requested cancel no longer stops it (the completion wins).
         attempt.finish()
     except Suspended:
         logger.info("run %s (%s v%s) suspended", run.run_id, run.name, run.version)
-        return SUSPENDED
+        return Outcome.SUSPENDED
     except LeaseLost:
         logger.warning("run %s lost its lease; attempt %s stopped without writing", run.run_id, attempt.token)
-        return LOST
+        return Outcome.LOST
     except Cancelled:
         return _cancel(attempt)
     except BaseException as exc:  # noqa: BLE001 - every failure of user code is data
         if isinstance(exc, asyncio.CancelledError) and (attempt.lost or attempt.cancel_requested):
-            return LOST if attempt.lost else _cancel(attempt)
-        return _fail(attempt, exc)
+            return Outcome.LOST if attempt.lost else _cancel(attempt)
+        return fail_attempt(attempt, exc)
     if ctx.suspended:
         logger.warning("run %s: the handler caught its suspension and returned; the value is dropped", run.run_id)
-        return SUSPENDED
+        return Outcome.SUSPENDED
     if attempt.lost:
-        return LOST
+        return Outcome.LOST
     try:
         output = json_text(result, what=f"the return value of {run.name}")
-    except Exception as exc:  # noqa: BLE001
-        return _fail(attempt, exc)
+    except InvalidInput as exc:
+        return fail_attempt(attempt, exc)
     return land_success(attempt, output)
 
 
@@ -126,37 +140,40 @@ def _run_async(handler, attempt: Attempt):
     try:
         return asyncio.run(main()), ctx
     finally:
+        # The loop is closed now: stops must no longer be routed to it.
+        attempt.bind_async(None, None)
         database_thread.submit(connections.close_all).result()
         database_thread.shutdown()
 
 
-def _cancel(attempt: Attempt) -> str:
+def _cancel(attempt: Attempt) -> Outcome:
     run = attempt.run
-    status = run_store.cancel_held(run.run_id, attempt.token)
+    status = attempt.persist(landing.cancel_held, run.run_id, attempt.token, run.parent_run_id)
     if status is None:
-        return LOST
+        return Outcome.LOST
     logger.info("run %s (%s v%s) cancelled", run.run_id, run.name, run.version)
-    return CANCELLED
+    return Outcome.CANCELLED
 
 
-def _fail(attempt: Attempt, exc: BaseException, *, final: bool = False, counts: bool = True) -> str:
+def fail_attempt(attempt: Attempt, exc: BaseException, *, final: bool = False, counts: bool = True) -> Outcome:
+    """Land a failed attempt: retried after the policy's delay, or failed (cancelled if a cancel was requested)."""
     run = attempt.run
     policy = run.retry_policy
     failures = run.failures + (1 if counts else 0)
     final = final or failures >= policy.max_attempts
     delay = 0.0 if final else policy.delay_before_retry(failures)
-    status = run_store.fail(
-        run.run_id, attempt.token, error=format_error(exc), error_type=exception_path(exc),
-        final=final, delay=delay, counts_as_failure=counts,
+    status = attempt.persist(
+        landing.fail, run.run_id, attempt.token, run.parent_run_id, error=format_error(exc),
+        error_type=exception_path(exc), final=final, delay=delay, counts_as_failure=counts,
     )
     if status is None:
-        return LOST
+        return Outcome.LOST
     if status == "pending":
         logger.info("run %s (%s v%s) failed attempt %s (%s); retry in %.2fs",
                     run.run_id, run.name, run.version, attempt.token, exception_path(exc), delay)
-        return RETRYING
+        return Outcome.RETRYING
     if status == "cancelled":
         logger.info("run %s (%s v%s) cancelled after a failed attempt", run.run_id, run.name, run.version)
-        return CANCELLED
+        return Outcome.CANCELLED
     logger.info("run %s (%s v%s) failed: %s", run.run_id, run.name, run.version, exception_path(exc))
-    return FAILED
+    return Outcome.FAILED

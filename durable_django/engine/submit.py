@@ -4,46 +4,77 @@ from __future__ import annotations
 
 from ..conf import durable_settings
 from ..exceptions import InvalidInput
-from ..states import MAX_PRIORITY, MIN_PRIORITY
 from ..registry import TASK_PATH_VERSION, registry, validate_name
+from ..states import MAX_PRIORITY, MIN_PRIORITY
 from ..store import runs as run_store
 from ..tenancy import normalize_tenant, scope
 from ..types import RetryPolicy, Run
-from .values import aware, json_text, seconds
+from ..values import aware, integer, json_text, seconds, text
+
+# Keys the engine makes for itself: a spawned child's and a schedule tick's. A caller's key
+# may not start with these, or it could take (or pre-empt) a run the engine means to make.
+RESERVED_KEY_PREFIXES = ("spawn:", "schedule:")
 
 
 def build(name, input=None, *, idempotency_key=None, coalesce_key=None, tenant_id=None, delay=None,
           available_at=None, version=None, queue="default", priority=0, parent_run_id=None,
           retry: RetryPolicy | None = None) -> dict:
-    """Validate everything a submit names and return the store's insert parameters."""
+    """Validate everything a caller's submit names and return the store's insert parameters.
+
+    Raises:
+        InvalidInput: any bad value, a reserved key, or keys that cannot be combined; nothing is written.
+        UnknownFunction: no function ``name`` is registered (and no version was given).
+    """
     validate_name(name)
-    tenant = normalize_tenant(tenant_id)
+    if version is not None and integer(version, what="version", minimum=0) == TASK_PATH_VERSION:
+        raise InvalidInput("version 0 is reserved for Django Tasks runs: enqueue those through the Tasks backend")
+    for key, what in ((idempotency_key, "idempotency_key"), (coalesce_key, "coalesce_key")):
+        if key is not None and text(key, what=what).startswith(RESERVED_KEY_PREFIXES):
+            raise InvalidInput(f"{what} {key!r} starts with a prefix reserved for the engine's own keys "
+                               f"({', '.join(RESERVED_KEY_PREFIXES)})")
+    if idempotency_key is not None and coalesce_key is not None:
+        # A coalesced submit joins a run that has a key of its own (or none): the idempotency
+        # key could not be kept, so a later submit with it would make a second run.
+        raise InvalidInput("give either idempotency_key or coalesce_key, not both")
     if version is None:
         registration = registry.newest(name)
-    elif version == TASK_PATH_VERSION:
-        registration = None
-    elif not isinstance(version, int) or isinstance(version, bool) or version < 0:
-        raise InvalidInput(f"version must be a non-negative integer, got {version!r}")
+    elif registry.knows(name):
+        registration = registry.get(name, version)
     else:
         # A version no process here registers may still be run by another deploy's workers.
-        registration = registry.get(name, version) if registry.knows(name) else None
-        if registration is None and registry.knows(name):
-            raise InvalidInput(f"unknown version {version} of {name!r}")
+        registration = None
+    return _params(name, input, registration.version if registration else version, tenant_id=tenant_id,
+                   idempotency_key=idempotency_key, coalesce_key=coalesce_key, delay=delay,
+                   available_at=available_at, queue=queue, priority=priority, parent_run_id=parent_run_id,
+                   retry=retry or (registration.retry if registration else None))
+
+
+def build_task_run(path: str, payload, *, queue: str, priority: int, available_at, retry: RetryPolicy | None) -> dict:
+    """The insert parameters of a Django Tasks run: named by its task's import path, version 0."""
+    return _params(text(path, what="task path"), payload, TASK_PATH_VERSION, tenant_id=None, idempotency_key=None,
+                   coalesce_key=None, delay=None, available_at=available_at, queue=queue, priority=priority,
+                   parent_run_id=None, retry=retry)
+
+
+def with_engine_key(params: dict, key: str) -> dict:
+    """``params`` keyed by an engine-made key (reserved prefix), scoped to the run's tenant."""
+    return {**params, "idempotency_key": scope(key, params["tenant_id"], what="idempotency_key")}
+
+
+def _params(name, input, version, *, tenant_id, idempotency_key, coalesce_key, delay, available_at, queue, priority,
+            parent_run_id, retry) -> dict:
+    tenant = normalize_tenant(tenant_id)
     delay_seconds = seconds(delay, what="delay")
     when = aware(available_at, what="available_at")
     if delay_seconds is not None and when is not None:
         raise InvalidInput("give either delay or available_at, not both")
-    if not isinstance(queue, str) or not queue:
-        raise InvalidInput(f"queue must be a non-empty string, got {queue!r}")
-    if not isinstance(priority, int) or isinstance(priority, bool) or not MIN_PRIORITY <= priority <= MAX_PRIORITY:
-        raise InvalidInput(f"priority must be an integer between {MIN_PRIORITY} and {MAX_PRIORITY}")
-    policy = retry or (registration.retry if registration else None)
-    if policy is None:
-        policy = RetryPolicy.from_json(durable_settings.DEFAULT_RETRY)
+    text(queue, what="queue")
+    integer(priority, what="priority", minimum=MIN_PRIORITY, maximum=MAX_PRIORITY)
+    policy = retry or RetryPolicy.from_json(durable_settings.DEFAULT_RETRY)
     return {
         "run_id": run_store.new_run_id(),
         "name": name,
-        "version": registration.version if registration else version,
+        "version": version,
         "idempotency_key": scope(idempotency_key, tenant, what="idempotency_key"),
         "coalesce_key": scope(coalesce_key, tenant, what="coalesce_key"),
         "input": json_text(input, what="input"),

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+import random
+import time
 from contextlib import contextmanager
 
 import psycopg
 
-from django.db import connections
+from django.db import DatabaseError, InterfaceError, connections, transaction
 
 from ..conf import durable_settings
-from ..exceptions import InvalidInput
 from ..states import TERMINAL_STATUSES, RunStatus
 from ..tenancy import unscope
 from ..types import RetryPolicy, Run, Schedule
@@ -53,12 +54,56 @@ def cursor():
         yield cur
 
 
-def to_json(value, *, what: str = "value") -> str:
-    """Encode for a jsonb parameter; None becomes JSON null, not SQL NULL."""
-    try:
-        return json.dumps(value, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"{what} is not JSON-serialisable: {exc}") from exc
+# SQLSTATEs a transaction may hit however well it orders its locks; it is simply run again.
+RETRYABLE_SQLSTATES = frozenset({"40001", "40P01"})  # serialization_failure, deadlock_detected
+TRANSACTION_ATTEMPTS = 8
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """A serialization failure or a deadlock: the transaction was rolled back and may run again."""
+    cause = exc.__cause__ if isinstance(exc, DatabaseError) else exc
+    return getattr(cause, "sqlstate", None) in RETRYABLE_SQLSTATES
+
+
+def is_disconnect(exc: BaseException) -> bool:
+    """The database could not be reached (down, restarting, or the connection was cut), not a refusal.
+
+    What was being written may or may not have committed; a fenced,
+    first-value-wins write may simply be sent again once the database answers.
+    """
+    if not isinstance(exc, DatabaseError):
+        return False
+    cause = exc.__cause__
+    if isinstance(cause, psycopg.InterfaceError):
+        return True
+    if not isinstance(cause, psycopg.OperationalError):
+        return isinstance(exc, InterfaceError)
+    # No SQLSTATE: the client lost the server. 08: connection exception. 57P0x: the server is
+    # shutting down, crashed, or not yet accepting connections.
+    sqlstate = cause.sqlstate
+    return sqlstate is None or sqlstate.startswith("08") or sqlstate in {"57P01", "57P02", "57P03"}
+
+
+def in_transaction(work, *args, **kwargs):
+    """Run ``work(*args, **kwargs)`` in a transaction of its own, again after a deadlock or serialization failure.
+
+    Inside a caller's ``atomic()`` block the work joins that transaction (a
+    savepoint) and is not retried: only the caller can run its whole
+    transaction again.
+    """
+    conn = connection()
+    if conn.in_atomic_block:
+        with transaction.atomic(using=conn.alias):
+            return work(*args, **kwargs)
+    for attempt in range(1, TRANSACTION_ATTEMPTS + 1):
+        try:
+            with transaction.atomic(using=conn.alias):
+                return work(*args, **kwargs)
+        except DatabaseError as exc:
+            if attempt == TRANSACTION_ATTEMPTS or not is_retryable(exc):
+                raise
+            time.sleep(random.uniform(0, 0.005 * 2 ** attempt))
+    raise AssertionError("unreachable")
 
 
 def from_json(text):
@@ -70,7 +115,7 @@ RUN_COLUMNS = (
     "run_id, name, version, status, input::text, output::text, error, attempts, tenant_id::text, "
     "idempotency_key, coalesce_key, parent_run_id, queue, priority, available_at, leased_until, "
     "created_at, updated_at, cancel_requested_at, cancel_refused_at, error_type, failures, recoveries, "
-    "retry_policy::text, waiting_for, pivoted_at, started_at, finished_at, worker_id"
+    "retry_policy::text, waiting_for, pivoted_at, started_at, finished_at, worker_id, attempt_started_at"
 )
 RUN_COLUMN_COUNT = RUN_COLUMNS.count(",") + 1
 
@@ -83,7 +128,7 @@ def row_to_run(row) -> Run:
     (run_id, name, version, status, input_, output, error, attempts, tenant_id, idempotency_key,
      coalesce_key, parent_run_id, queue, priority, available_at, leased_until, created_at, updated_at,
      cancel_requested_at, cancel_refused_at, error_type, failures, recoveries, retry_policy,
-     waiting_for, pivoted_at, started_at, finished_at, worker_id) = row[:RUN_COLUMN_COUNT]
+     waiting_for, pivoted_at, started_at, finished_at, worker_id, attempt_started_at) = row[:RUN_COLUMN_COUNT]
     return Run(
         run_id=run_id, name=name, version=version, status=RunStatus(status),
         input=from_json(input_), output=from_json(output), error=error, attempts=attempts,
@@ -94,6 +139,7 @@ def row_to_run(row) -> Run:
         error_type=error_type, failures=failures, recoveries=recoveries,
         retry_policy=RetryPolicy.from_json(from_json(retry_policy)), waiting_for=waiting_for,
         pivoted_at=pivoted_at, started_at=started_at, finished_at=finished_at, worker_id=worker_id,
+        attempt_started_at=attempt_started_at,
     )
 
 

@@ -15,8 +15,10 @@ from typing import Any
 from django.db import transaction
 
 from ..exceptions import LeaseLost, NotAChild, RunNotFound
-from . import runs
-from .db import WAKE_CHANNEL, connection, cursor, from_json, to_json
+from ..journal_ids import WaitingFor
+from ..values import json_text
+from . import landing, runs
+from .db import WAKE_CHANNEL, connection, cursor, from_json
 
 # Every journal entry of some runs.
 SELECT_JOURNAL = "SELECT run_id, step_id, result::text FROM durable_step WHERE run_id = ANY(%s)"
@@ -190,12 +192,12 @@ def _deadline(cur, run_id, step_id, tenant_id, *, seconds=None, until=None):
 
 
 def _insert_step(cur, run_id, step_id, tenant_id, value):
-    cur.execute(INSERT_STEP, {"run_id": run_id, "step_id": step_id, "result": to_json(value), "tenant_id": tenant_id})
+    cur.execute(INSERT_STEP, {"run_id": run_id, "step_id": step_id, "result": json_text(value, what="a journal value"), "tenant_id": tenant_id})
     return _stored_step(cur, run_id, step_id)[0]
 
 
-def _suspend(cur, run_id, token, waiting_for, until):
-    cur.execute(SUSPEND, {"run_id": run_id, "token": token, "waiting_for": waiting_for, "until": until})
+def _suspend(cur, run_id, token, waiting_for: WaitingFor, until):
+    cur.execute(SUSPEND, {"run_id": run_id, "token": token, "waiting_for": str(waiting_for), "until": until})
 
 
 def _atomic():
@@ -211,7 +213,7 @@ def sleep(run_id: str, token: int, step_id: str, *, seconds=None, until=None) ->
         deadline, passed = _deadline(cur, run_id, step_id, tenant_id, seconds=seconds, until=until)
         if passed:
             return WaitOutcome(suspended=False, value=deadline)
-        _suspend(cur, run_id, token, "sleep", deadline)
+        _suspend(cur, run_id, token, WaitingFor.sleep(), deadline)
         return WaitOutcome(suspended=True, value=deadline)
 
 
@@ -231,7 +233,7 @@ def wait_for_signal(run_id: str, token: int, step_id: str, deadline_step_id: str
             deadline, passed = _deadline(cur, run_id, deadline_step_id, tenant_id, seconds=timeout_seconds)
         if passed:
             return WaitOutcome(suspended=False, value=_insert_step(cur, run_id, step_id, tenant_id, default))
-        _suspend(cur, run_id, token, f"signal:{signal}:{occurrence}", deadline)
+        _suspend(cur, run_id, token, WaitingFor.signal(signal, occurrence), deadline)
         return WaitOutcome(suspended=True)
 
 
@@ -257,10 +259,10 @@ def wait_for_child(run_id: str, token: int, step_id: str, deadline_step_id: str,
         if timeout_seconds is not None:
             deadline, passed = _deadline(cur, run_id, deadline_step_id, tenant_id, seconds=timeout_seconds)
         if passed:
-            runs.cancel(child_run_id, None)
+            landing.cancel(child_run_id, None)
             outcome = {"state": "timeout", "result": None, "error": None}
             return WaitOutcome(suspended=False, value=_insert_step(cur, run_id, step_id, tenant_id, outcome))
-        _suspend(cur, run_id, token, f"child:{child_run_id}", deadline)
+        _suspend(cur, run_id, token, WaitingFor.child(child_run_id), deadline)
         return WaitOutcome(suspended=True)
 
 
@@ -290,5 +292,5 @@ def emit_signal(run_id: str, signal: str, occurrence: int, value_json: str, tena
         })
         cur.execute(SELECT_SIGNAL, [run_id, signal, occurrence])
         stored = from_json(cur.fetchone()[0])
-        cur.execute(WAKE_FOR_SIGNAL, {"run_id": run_id, "waiting_for": f"signal:{signal}:{occurrence}"})
+        cur.execute(WAKE_FOR_SIGNAL, {"run_id": run_id, "waiting_for": str(WaitingFor.signal(signal, occurrence))})
         return stored

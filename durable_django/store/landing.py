@@ -1,77 +1,333 @@
-"""Landing: the one statement that ends runs and does what must follow in the same transaction.
+"""Landing: the transactions that end runs, and what must follow in the same transaction.
 
 A run that lands terminal wakes its parent if the parent waits for it, and its
-unfinished descendants are cancelled by the rule of ``cancel()`` (pending or
-waiting: cancelled; running: cancel requested; past a pivot: refused). A
-pivoted waiting descendant whose awaited child is cancelled is woken. Listeners
-hear ``durable_done`` for every run that landed and workers ``durable_wake``
-for every run made pending. Each caller supplies the ``landed`` UPDATE, which
-must return (run_id, parent_run_id, status, queue, cascade).
+unfinished descendants are cancelled by the rule of ``cancel()`` (pending,
+waiting, or claimed but not started: cancelled; running: cancel requested;
+past a pivot: refused). A pivoted waiting descendant whose awaited child the
+cascade ends is woken. Listeners hear ``durable_done`` for every run that
+landed terminal and workers ``durable_wake`` for every run made pending.
+
+Lock order, everywhere two runs meet: the parent before the child, a tree from
+the top down (by depth, then run id). And a statement's snapshot is older than
+any lock it waited for, so no statement decides anything about a row it had to
+wait for: rows are locked in one statement and what follows is decided in the
+next. A run with neither parent nor children has nothing to lock or wake and
+lands with one plain fenced UPDATE (the common case, kept cheap).
 """
 
-from .db import DONE_CHANNEL, WAKE_CHANNEL
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from ..journal_ids import WaitingFor
+from ..states import CancelOutcome
+from .db import DONE_CHANNEL, WAKE_CHANNEL, cursor, in_transaction
 
 _TERMINAL = "('succeeded', 'failed', 'cancelled')"
 _LIVE = "('pending', 'running', 'waiting')"
+_FENCE = "run_id = %(run_id)s AND attempts = %(token)s AND status = 'running'"
 
-LANDING_TEMPLATE = f"""
-WITH RECURSIVE landed AS (
-    {{landed}}
-),
-woken AS (
-    UPDATE durable_run p
-    SET status = 'pending', waiting_for = NULL, available_at = NULL, updated_at = now()
-    FROM landed
-    WHERE p.run_id = landed.parent_run_id
-      AND landed.status IN {_TERMINAL}
-      AND p.status = 'waiting'
-      AND p.waiting_for = 'child:' || landed.run_id
-    RETURNING p.queue
-),
-tree AS (
-    SELECT c.run_id FROM durable_run c JOIN landed ON c.parent_run_id = landed.run_id WHERE landed.cascade
+# Take a run's row lock (a parent's, before its child is touched).
+LOCK_RUN = "SELECT 1 FROM durable_run WHERE run_id = %s FOR UPDATE"
+
+# Land a batch of held runs that have no parent and no children succeeded: nothing to lock,
+# wake or cascade. Runs with kin are refused here and land through COMPLETE.
+COMPLETE_ALONE = f"""
+WITH landed AS (
+    UPDATE durable_run r SET status = 'succeeded', output = done.output::jsonb, leased_until = NULL,
+        finished_at = now(), updated_at = now()
+    FROM unnest(%(run_ids)s::text[], %(tokens)s::int[], %(outputs)s::text[]) AS done(run_id, token, output)
+    WHERE r.run_id = done.run_id AND r.attempts = done.token AND r.status = 'running'
+      AND r.parent_run_id IS NULL AND NOT r.has_children
+    RETURNING r.run_id
+)
+SELECT run_id, pg_notify('{DONE_CHANNEL}', run_id) FROM landed
+"""
+
+# Of held runs the landing refused, those an earlier try already landed succeeded (its commit's
+# answer was lost with the connection).
+ALREADY_COMPLETED = """
+SELECT r.run_id FROM durable_run r
+JOIN unnest(%(run_ids)s::text[], %(tokens)s::int[]) AS held(run_id, token)
+  ON r.run_id = held.run_id AND r.attempts = held.token
+WHERE r.status = 'succeeded'
+"""
+
+# Each landing statement below returns (run_id, status, has_children) of what it landed.
+_LANDED = f"""
+SELECT run_id, status, has_children,
+       CASE WHEN status IN {_TERMINAL} THEN pg_notify('{DONE_CHANNEL}', run_id) END
+FROM landed
+"""
+
+# Land held runs succeeded with their outputs.
+COMPLETE = f"""
+WITH landed AS (
+    UPDATE durable_run r SET status = 'succeeded', output = done.output::jsonb, leased_until = NULL,
+        finished_at = now(), updated_at = now()
+    FROM unnest(%(run_ids)s::text[], %(tokens)s::int[], %(outputs)s::text[]) AS done(run_id, token, output)
+    WHERE r.run_id = done.run_id AND r.attempts = done.token AND r.status = 'running'
+    RETURNING r.run_id, r.status, r.has_children
+)
+{_LANDED}
+"""
+
+_FAIL_STATUS = """CASE
+    WHEN cancel_requested_at IS NOT NULL AND pivoted_at IS NULL THEN 'cancelled'
+    WHEN %(final)s THEN 'failed'
+    ELSE 'pending' END"""
+
+# Record a failed attempt: retry after a delay, or land failed (cancelled if a cancel was requested).
+FAIL = f"""
+WITH landed AS (
+    UPDATE durable_run SET
+        failures = failures + %(counts)s::int,
+        status = {_FAIL_STATUS},
+        available_at = CASE WHEN {_FAIL_STATUS} = 'pending'
+                            THEN now() + make_interval(secs => %(delay)s::float8) END,
+        finished_at = CASE WHEN {_FAIL_STATUS} = 'pending' THEN NULL ELSE now() END,
+        error = %(error)s, error_type = %(error_type)s, leased_until = NULL, updated_at = now()
+    WHERE {_FENCE}
+    RETURNING run_id, status, has_children, queue
+), retried AS (
+    SELECT pg_notify('{WAKE_CHANNEL}', queue) FROM landed WHERE status = 'pending' AND %(delay)s::float8 <= 0
+)
+SELECT run_id, status, has_children,
+       CASE WHEN status IN {_TERMINAL} THEN pg_notify('{DONE_CHANNEL}', run_id) END,
+       (SELECT count(*) FROM retried)
+FROM landed
+"""
+
+# Land a held run cancelled: its cancel was requested and it reached a context call or heartbeat.
+CANCEL_HELD = f"""
+WITH landed AS (
+    UPDATE durable_run SET status = 'cancelled', leased_until = NULL, finished_at = now(), updated_at = now()
+    WHERE {_FENCE} AND pivoted_at IS NULL
+    RETURNING run_id, status, has_children
+)
+{_LANDED}
+"""
+
+# Where cancel() begins: the run's parent, read without a lock (it never changes).
+SELECT_PARENT = """
+SELECT parent_run_id FROM durable_run
+WHERE run_id = %(run_id)s AND (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tenant_id)s::uuid)
+"""
+
+# Lock a run for cancel() (its parent already locked) and read what decides the outcome.
+LOCK_FOR_CANCEL = """
+SELECT status = 'running' AND attempt_started_at IS NOT NULL, status IN ('succeeded', 'failed', 'cancelled'),
+       pivoted_at IS NOT NULL
+FROM durable_run WHERE run_id = %(run_id)s
+FOR UPDATE
+"""
+
+# cancel() of a run that is not executing (pending, waiting, or claimed but not started): it ends now.
+CANCEL_NOW = f"""
+WITH landed AS (
+    UPDATE durable_run SET status = 'cancelled', cancel_requested_at = coalesce(cancel_requested_at, now()),
+        finished_at = now(), waiting_for = NULL, available_at = NULL, leased_until = NULL, updated_at = now()
+    WHERE run_id = %(run_id)s
+    RETURNING run_id, status, has_children
+)
+{_LANDED}
+"""
+
+# cancel() of an executing run: ask it to stop at its next context call or heartbeat.
+CANCEL_REQUEST = f"""
+WITH landed AS (
+    UPDATE durable_run SET cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now()
+    WHERE run_id = %(run_id)s
+    RETURNING run_id, status, has_children
+)
+{_LANDED}
+"""
+
+# cancel() of a finished or pivoted run: note the first refusal, change nothing else.
+CANCEL_REFUSE = """
+UPDATE durable_run SET cancel_refused_at = coalesce(cancel_refused_at, now()) WHERE run_id = %(run_id)s
+"""
+
+# Wake a parent (locked by this transaction) that waits for one of the children that just landed.
+WAKE_PARENT = f"""
+WITH woken AS (
+    UPDATE durable_run SET status = 'pending', waiting_for = NULL, available_at = NULL, updated_at = now()
+    WHERE run_id = %(parent_run_id)s AND status = 'waiting' AND waiting_for = ANY(%(waits)s::text[])
+    RETURNING queue
+)
+SELECT pg_notify('{WAKE_CHANNEL}', queue) FROM woken
+"""
+
+# Lock the live descendants of some runs, top down: by depth, then run id.
+LOCK_LIVE_DESCENDANTS = f"""
+WITH RECURSIVE tree AS (
+    SELECT run_id, 1 AS depth FROM durable_run WHERE parent_run_id = ANY(%(roots)s::text[])
     UNION ALL
-    SELECT c.run_id FROM durable_run c JOIN tree ON c.parent_run_id = tree.run_id
-),
-targets AS (
-    SELECT d.run_id, d.pivoted_at IS NOT NULL AS pivoted,
-           d.pivoted_at IS NULL AND d.status IN ('pending', 'waiting') AS ends
-    FROM durable_run d JOIN tree USING (run_id)
-    WHERE d.status IN {_LIVE}
-),
-cascaded AS (
+    SELECT c.run_id, tree.depth + 1 FROM durable_run c JOIN tree ON c.parent_run_id = tree.run_id
+)
+SELECT d.run_id FROM durable_run d JOIN tree USING (run_id)
+WHERE d.status IN {_LIVE}
+ORDER BY tree.depth, d.run_id
+FOR UPDATE OF d
+"""
+
+# The cascade over locked live descendants, each by the rule of cancel(); a pivoted run
+# waiting for a child that this cascade ends is woken.
+CASCADE = f"""
+WITH targets AS (
+    SELECT run_id, pivoted_at IS NOT NULL AS pivoted,
+           pivoted_at IS NULL AND (status IN ('pending', 'waiting')
+                                   OR (status = 'running' AND attempt_started_at IS NULL)) AS ends
+    FROM durable_run WHERE run_id = ANY(%(run_ids)s::text[]) AND status IN {_LIVE}
+), ended AS (
+    SELECT '{WaitingFor.CHILD_PREFIX}' || run_id AS wait FROM targets WHERE ends
+), cascaded AS (
     UPDATE durable_run d SET
         status = CASE
             WHEN t.ends THEN 'cancelled'
-            WHEN t.pivoted AND d.status = 'waiting' AND d.waiting_for IN (
-                SELECT 'child:' || x.run_id FROM targets x WHERE x.ends) THEN 'pending'
+            WHEN t.pivoted AND d.status = 'waiting' AND d.waiting_for IN (SELECT wait FROM ended) THEN 'pending'
             ELSE d.status END,
         cancel_requested_at = CASE WHEN t.pivoted THEN d.cancel_requested_at
                                    ELSE coalesce(d.cancel_requested_at, now()) END,
         cancel_refused_at = CASE WHEN t.pivoted THEN coalesce(d.cancel_refused_at, now())
                                  ELSE d.cancel_refused_at END,
         finished_at = CASE WHEN t.ends THEN now() ELSE d.finished_at END,
-        waiting_for = CASE WHEN t.ends OR (t.pivoted AND d.status = 'waiting' AND d.waiting_for IN (
-                SELECT 'child:' || x.run_id FROM targets x WHERE x.ends)) THEN NULL ELSE d.waiting_for END,
+        waiting_for = CASE WHEN t.ends OR (t.pivoted AND d.status = 'waiting'
+                                           AND d.waiting_for IN (SELECT wait FROM ended))
+                           THEN NULL ELSE d.waiting_for END,
         available_at = CASE WHEN t.ends THEN NULL ELSE d.available_at END,
+        leased_until = CASE WHEN t.ends THEN NULL ELSE d.leased_until END,
         updated_at = CASE WHEN t.pivoted THEN d.updated_at ELSE now() END
     FROM targets t
-    WHERE d.run_id = t.run_id AND d.status IN {_LIVE}
-    RETURNING d.run_id, d.status, d.queue
-),
-notes AS (
-    SELECT pg_notify('{DONE_CHANNEL}', run_id) FROM landed WHERE status IN {_TERMINAL}
-    UNION ALL
-    SELECT pg_notify('{DONE_CHANNEL}', run_id) FROM cascaded WHERE status = 'cancelled'
-    UNION ALL
-    SELECT pg_notify('{WAKE_CHANNEL}', queue) FROM (
-        SELECT queue FROM woken UNION SELECT queue FROM cascaded WHERE status = 'pending') q
+    WHERE d.run_id = t.run_id
+    RETURNING d.run_id, d.status, d.queue, t.ends
 )
-SELECT landed.run_id, landed.status, (SELECT count(*) FROM notes), (SELECT count(*) FROM cascaded)
-FROM landed
+SELECT run_id, CASE WHEN ends THEN pg_notify('{DONE_CHANNEL}', run_id)
+                    WHEN status = 'pending' THEN pg_notify('{WAKE_CHANNEL}', queue) END
+FROM cascaded
 """
 
 
-def landing_sql(landed_update: str) -> str:
-    """The landing statement around one ``UPDATE durable_run ... RETURNING`` of the caller."""
-    return LANDING_TEMPLATE.replace("{landed}", landed_update)
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """A held run whose handler returned: what lands it succeeded."""
+
+    run_id: str
+    token: int
+    output: str
+    parent_run_id: str | None
+
+
+def complete_many(finished: list[Finished]) -> set[str]:
+    """Land successful attempts; returns the run ids the fence let through.
+
+    Runs without kin land together in one statement; the others land per
+    parent, each group in a transaction that locks the parent first.
+    """
+    if not finished:
+        return set()
+    with cursor() as cur:
+        cur.execute(COMPLETE_ALONE, _batch(finished))
+        landed = {row[0] for row in cur.fetchall()}
+    by_parent: dict[str | None, list[Finished]] = defaultdict(list)
+    for item in finished:
+        if item.run_id not in landed:
+            by_parent[item.parent_run_id].append(item)
+    for parent_run_id, group in by_parent.items():
+        landed.update(in_transaction(_land, parent_run_id, COMPLETE, _batch(group)))
+    refused = [item for item in finished if item.run_id not in landed]
+    if refused:
+        with cursor() as cur:
+            cur.execute(ALREADY_COMPLETED, _batch(refused))
+            landed.update(row[0] for row in cur.fetchall())
+    return landed
+
+
+def _batch(items: list[Finished]) -> dict:
+    return {"run_ids": [item.run_id for item in items], "tokens": [item.token for item in items],
+            "outputs": [item.output for item in items]}
+
+
+def fail(run_id: str, token: int, parent_run_id: str | None, *, error: str, error_type: str, final: bool,
+         delay: float, counts_as_failure: bool = True) -> str | None:
+    """Record a failed attempt; returns the run's new status, or None if the fence refused it."""
+    params = {"run_id": run_id, "token": token, "error": error, "error_type": error_type, "final": final,
+              "delay": delay, "counts": 1 if counts_as_failure else 0}
+    return _status(in_transaction(_land, parent_run_id, FAIL, params))
+
+
+def cancel_held(run_id: str, token: int, parent_run_id: str | None) -> str | None:
+    """Land a held run cancelled; returns 'cancelled', or None if the fence (or a pivot) refused it."""
+    return _status(in_transaction(_land, parent_run_id, CANCEL_HELD, {"run_id": run_id, "token": token}))
+
+
+def _status(landed: dict[str, str]) -> str | None:
+    return next(iter(landed.values()), None)
+
+
+def _land(parent_run_id: str | None, statement: str, params: dict) -> dict[str, str]:
+    """One landing transaction: lock the parent, land, wake the parent, cascade. Returns {run_id: status}."""
+    with cursor() as cur:
+        if parent_run_id is not None:
+            cur.execute(LOCK_RUN, [parent_run_id])
+        cur.execute(statement, params)
+        rows = cur.fetchall()
+        landed = {run_id: status for run_id, status, *_ in rows}
+        ended = [run_id for run_id, status in landed.items() if status in ("succeeded", "failed", "cancelled")]
+        if parent_run_id is not None and ended:
+            _wake_parent(cur, parent_run_id, ended)
+        cascade_from = [run_id for run_id, status, has_children, *_ in rows
+                        if has_children and status != "pending"]
+        if cascade_from:
+            _cascade(cur, cascade_from)
+    return landed
+
+
+def _wake_parent(cur, parent_run_id: str, children: list[str]) -> None:
+    cur.execute(WAKE_PARENT, {"parent_run_id": parent_run_id, "waits": [str(WaitingFor.child(child)) for child in children]})
+
+
+def _cascade(cur, roots: list[str]) -> None:
+    """Apply the cancel rule to every live descendant of ``roots``, locked top down first.
+
+    The tree is read again after each locking pass: a descendant that spawned a
+    child while we waited for its lock brings that child in on the next pass.
+    """
+    locked: set[str] = set()
+    while True:
+        cur.execute(LOCK_LIVE_DESCENDANTS, {"roots": roots})
+        found = {row[0] for row in cur.fetchall()}
+        if found <= locked:
+            break
+        locked |= found
+    if locked:
+        cur.execute(CASCADE, {"run_ids": sorted(locked)})
+
+
+def cancel(run_id: str, tenant_id: str | None) -> CancelOutcome | None:
+    """cancel(): returns the CancelOutcome, or None if no such run is visible."""
+    params = {"run_id": run_id, "tenant_id": tenant_id}
+
+    def work():
+        with cursor() as cur:
+            cur.execute(SELECT_PARENT, params)
+            row = cur.fetchone()
+            if row is None:
+                return None
+            parent_run_id = row[0]
+            if parent_run_id is not None:
+                cur.execute(LOCK_RUN, [parent_run_id])
+            cur.execute(LOCK_FOR_CANCEL, params)
+            executing, finished, pivoted = cur.fetchone()
+        if finished or pivoted:
+            with cursor() as cur:
+                cur.execute(CANCEL_REFUSE, params)
+            return CancelOutcome.REFUSED
+        if executing:
+            _land(None, CANCEL_REQUEST, params)
+            return CancelOutcome.REQUESTED
+        _land(parent_run_id, CANCEL_NOW, params)
+        return CancelOutcome.CANCELLED
+
+    return in_transaction(work)

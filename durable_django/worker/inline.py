@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from ..engine import execute as executor
-from .loop import WorkerOptions, claim_batch, claim_bounds
+from ..engine import lifecycle
 
 
 def drain(*, functions=None, queues=None, tenant_id=None, max_runs: int = 10_000) -> int:
-    options = WorkerOptions(concurrency=1, functions=functions, queues=queues, tenant_id=tenant_id,
-                            worker_id="inline")
-    bounds = claim_bounds(options)
+    bounds = lifecycle.claim_bounds(functions=functions, queues=queues, tenant_id=tenant_id)
     executed = 0
     while executed < max_runs:
-        claimed = claim_batch(1, options.worker_id, bounds)
+        claimed = lifecycle.claim(limit=1, start_now=1, worker_id="inline", bounds=bounds)
         if not claimed:
             return executed
         executor.execute(claimed[0])

@@ -1,10 +1,16 @@
 """The claim loop of ``manage.py durable_worker``.
 
-One thread claims in batches to fill free slots and sleeps on an event that a
-NOTIFY, a finished attempt or the poll timeout sets. Slot threads execute
-attempts. A heartbeat thread renews every held lease in one statement and
-carries cancel requests back. Every thread keeps its own database connection
-and replaces it only when it breaks.
+One thread claims in batches to fill idle slots (and, while attempts are
+short, a batch ahead of them) and sleeps on an event that a NOTIFY, a
+finished attempt or the poll timeout sets. Slot threads execute attempts. The
+heartbeat thread renews leases, the listener thread hears NOTIFY, the
+scheduler thread fires cron schedules. Every thread keeps its own database
+connection and replaces it only when it breaks; none may die of an error.
+
+When the database cannot be reached the worker stops starting attempts and
+drops the claimed runs it had not started (their leases expire; reclaiming
+them counts no recovery), while attempts already running keep what their
+steps returned and write it once the database answers again.
 """
 
 from __future__ import annotations
@@ -23,20 +29,15 @@ from django.db import DatabaseError
 
 from ..conf import durable_settings
 from ..engine import execute as executor
+from ..engine import lifecycle
 from ..engine.attempt import Attempt
+from ..engine.execute import Outcome
 from ..registry import registry
-from ..store import journal as journal_store
-from ..store import runs as run_store
-from ..store.db import WAKE_CHANNEL, reset_connection
-from ..types import ClaimedRun
+from .heartbeat import Heartbeat
 from .listener import Listener
+from .slots import PREFETCH_HOLD_SECONDS, SlotPool
 
 logger = logging.getLogger("durable_django.worker")
-
-# Claimed runs that may wait for a slot, per slot: one batch ahead of the slots.
-PREFETCH_FACTOR = 1
-# What a slot reports for a successful attempt handed to the claim loop for batch landing.
-LANDING = "landing"
 
 
 @dataclass
@@ -50,51 +51,33 @@ class WorkerOptions:
     scheduler: bool = True
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}")
 
+    def claim_bounds(self) -> lifecycle.ClaimBounds:
+        return lifecycle.claim_bounds(functions=self.functions, queues=self.queues, tenant_id=self.tenant_id)
+
 
 @dataclass
 class Stats:
     claimed: int = 0
-    outcomes: dict = field(default_factory=dict)
+    outcomes: dict[str, int] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
 
-    def count(self, outcome: str) -> None:
-        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
-
-
-def claim_batch(limit: int, worker_id: str, bounds: dict) -> list[Attempt]:
-    """Claim up to ``limit`` runs and load the journals of those that ran before."""
-    claimed = run_store.claim(limit=limit, lease_seconds=durable_settings.LEASE_SECONDS, worker_id=worker_id,
-                              bounds=bounds)
-    # A first attempt has an empty journal: skip the read.
-    journals = journal_store.load_journal([run.run_id for run, _, _ in claimed if run.attempts > 1])
-    return [
-        Attempt(ClaimedRun(run=run, token=run.attempts, journal=journals.get(run.run_id, {}), recovered=recovered),
-                database_now)
-        for run, recovered, database_now in claimed
-    ]
-
-
-def claim_bounds(options: WorkerOptions) -> dict:
-    return run_store.claim_filter(
-        pairs=registry.pairs(options.functions), task_paths=True, names=options.functions,
-        queues=options.queues, tenant_id=options.tenant_id,
-    )
+    def count(self, outcome: Outcome) -> None:
+        self.outcomes[outcome.value] = self.outcomes.get(outcome.value, 0) + 1
 
 
 class Worker:
     def __init__(self, options: WorkerOptions):
         self.options = options
         self.stats = Stats()
-        self._bounds = claim_bounds(options)
+        self.pool = SlotPool(options.concurrency)
+        self._bounds = options.claim_bounds()
         self._stopping = threading.Event()  # stop claiming
         self._halt = threading.Event()  # stop the helper threads
         self._wake = threading.Event()
-        self._active: dict[str, Attempt] = {}
-        self._active_lock = threading.Lock()
-        self._slots: queue.Queue = queue.Queue()
         # Successful attempts waiting to be landed in a batch: (attempt, output JSON).
-        self._finished: queue.Queue = queue.Queue()
+        self._finished: queue.Queue[tuple[Attempt, str]] = queue.Queue()
         self._threads: list[threading.Thread] = []
+        self._database_reachable = True
 
     # -- control --------------------------------------------------------------
 
@@ -102,14 +85,27 @@ class Worker:
         """Graceful stop: claim nothing more, let attempts finish within the grace period."""
         if not self._stopping.is_set():
             logger.info("worker %s stopping: finishing %d attempt(s) within %.0fs",
-                        self.options.worker_id, len(self._active), self.options.grace)
+                        self.options.worker_id, self.pool.held_count, self.options.grace)
         self._stopping.set()
         self._wake.set()
 
     @property
     def active_count(self) -> int:
-        with self._active_lock:
-            return len(self._active)
+        return self.pool.held_count
+
+    def _on_database(self, reachable: bool) -> None:
+        """Note whether the database answers; on losing it, drop the claimed runs not started yet."""
+        if reachable == self._database_reachable:
+            return
+        self._database_reachable = reachable
+        if reachable:
+            logger.info("worker %s: the database answers again", self.options.worker_id)
+            self._wake.set()
+            return
+        dropped = self.pool.take_prefetched()
+        self.pool.forget(dropped)
+        logger.warning("worker %s: the database cannot be reached; starting no attempt until it answers "
+                       "(dropped %d claimed run(s) not started)", self.options.worker_id, len(dropped))
 
     # -- main loop ---------------------------------------------------------------
 
@@ -126,66 +122,22 @@ class Worker:
 
     def _start_threads(self) -> None:
         for index in range(self.options.concurrency):
-            thread = threading.Thread(target=self._slot_loop, name=f"durable-slot-{index}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
-        heartbeat = threading.Thread(target=self._heartbeat_loop, name="durable-heartbeat", daemon=True)
-        heartbeat.start()
-        self._threads.append(heartbeat)
-        self._listener = Listener([WAKE_CHANNEL], self._on_notify, self._halt, on_reconnect=self._wake.set)
-        self._listener.start()
+            self._start(threading.Thread(target=self._slot_loop, args=(index,), name=f"durable-slot-{index}",
+                                         daemon=True))
+        self._start(Heartbeat(self.pool, self._halt, self._on_database))
+        self._start(Listener([lifecycle.WAKE_CHANNEL], self._on_notify, self._halt, on_reconnect=self._wake.set))
         if self.options.scheduler and not self.options.burst:
             from ..scheduler import SchedulerThread
 
-            self._scheduler = SchedulerThread(self.options, self._halt)
-            self._scheduler.start()
+            self._start(SchedulerThread(self.options, self._halt))
 
-    def _land_later(self, attempt: Attempt, output: str) -> str:
-        """Queue a successful attempt for the claim loop, which lands a batch in one statement."""
-        self._finished.put((attempt, output))
-        self._wake.set()
-        return LANDING
-
-    def _land_finished(self) -> None:
-        """Land every queued successful attempt in one statement and free their places."""
-        batch = []
-        while True:
-            try:
-                batch.append(self._finished.get_nowait())
-            except queue.Empty:
-                break
-        if not batch:
-            return
-        try:
-            landed = run_store.complete_many([(a.run.run_id, a.token, output) for a, output in batch])
-        except DatabaseError as exc:
-            logger.warning("landing %d completed run(s) failed (%s); retrying", len(batch), exc)
-            reset_connection()
-            for item in batch:
-                self._finished.put(item)
-            raise
-        for attempt, _ in batch:
-            self.stats.count(executor.report_success(attempt, attempt.run.run_id in landed))
-            with self._active_lock:
-                self._active.pop(attempt.run.run_id, None)
+    def _start(self, thread: threading.Thread) -> None:
+        thread.start()
+        self._threads.append(thread)
 
     def _on_notify(self, channel: str, payload: str) -> None:
         if self.options.queues is None or payload in self.options.queues:
             self._wake.set()
-
-    def _room_to_claim(self) -> int:
-        """How many runs to claim now: fill idle slots at once, top up the prefetch in batches.
-
-        Up to ``concurrency`` claimed runs wait in a local queue beside the busy
-        slots, so a slot that frees finds work without a round trip and claims
-        come in batches rather than one run per finished attempt.
-        """
-        concurrency = self.options.concurrency
-        in_flight = self.active_count
-        room = concurrency * (1 + PREFETCH_FACTOR) - in_flight
-        if in_flight < concurrency or room >= max(1, concurrency // 2):
-            return room
-        return 0
 
     def _claim_loop(self) -> None:
         poll = durable_settings.POLL_SECONDS
@@ -193,170 +145,180 @@ class Worker:
         next_summary = time.monotonic() + durable_settings.SUMMARY_SECONDS
         while not self._stopping.is_set():
             self._wake.clear()
-            claimed: list[Attempt] = []
             timeout = poll * random.uniform(0.95, 1.05)
             try:
-                self._land_finished()
-            except DatabaseError:
+                if not self._land_finished():
+                    self._stopping.wait(backoff)  # successes are kept until the database answers
+                    backoff = min(backoff * 2, 5.0)
+                    continue
+                self._hand_back_stale_prefetch()
+                claimed, asked = self._claim()
+                backoff = 0.1
+            except DatabaseError as exc:
+                lifecycle.reset_connection()
+                self._on_database(not lifecycle.database_unreachable(exc))
+                logger.warning("claim failed (%s); retrying in %.1fs", exc, backoff)
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
-            free = self._room_to_claim()
-            if free > 0:
-                try:
-                    claimed = claim_batch(free, self.options.worker_id, self._bounds)
-                    if len(claimed) < free:
-                        due = run_store.seconds_until_next_due(self._bounds)
-                        if due is not None:
-                            timeout = min(timeout, max(due, 0.005))
-                    backoff = 0.1
-                except DatabaseError as exc:
-                    logger.warning("claim failed (%s); retrying in %.1fs", exc, backoff)
-                    reset_connection()
-                    self._stopping.wait(backoff)
-                    backoff = min(backoff * 2, 5.0)
-                    continue
-                for attempt in claimed:
-                    self._dispatch(attempt)
-            if self.options.burst and not claimed and self.active_count == 0:
+            if self.options.burst and not claimed and self.pool.held_count == 0 and self._finished.empty():
                 logger.info("worker %s: nothing claimable now (--burst); exiting", self.options.worker_id)
                 return
             if time.monotonic() >= next_summary:
                 self._log_summary()
                 next_summary = time.monotonic() + durable_settings.SUMMARY_SECONDS
-            if claimed and len(claimed) == free:
+            if asked and len(claimed) == asked:
                 continue  # maybe more is due: claim again once a slot is free
+            if asked and len(claimed) < asked:
+                due = lifecycle.seconds_until_next_due(self._bounds)
+                if due is not None:
+                    timeout = min(timeout, max(due, 0.005))
+            hold = self.pool.seconds_until_hold_expires()
+            if hold is not None:
+                timeout = min(timeout, max(hold, 0.005))
             self._wake.wait(timeout)
 
-    def _dispatch(self, attempt: Attempt) -> None:
-        run = attempt.run
-        with self._active_lock:
-            self._active[run.run_id] = attempt
-        self.stats.claimed += 1
-        logger.info("claimed run %s (%s v%s) attempt %d%s", run.run_id, run.name, run.version, attempt.token,
-                    " (recovered from a dead worker)" if attempt.recovered else "")
-        self._slots.put(attempt)
+    def _claim(self) -> tuple[list[Attempt], int]:
+        """Claim for idle slots and, while attempts are short, a batch ahead; returns (claimed, asked)."""
+        idle = self.pool.idle_slots()
+        ahead = self.pool.prefetch_room()
+        if idle == 0 and ahead < max(1, self.options.concurrency // 2):
+            return [], 0  # claim ahead in batches, not one run per finished attempt
+        claimed = lifecycle.claim(limit=idle + ahead, start_now=idle, worker_id=self.options.worker_id,
+                                  bounds=self._bounds)
+        self._on_database(True)
+        for attempt in claimed:
+            run = attempt.run
+            logger.info("claimed run %s (%s v%s) attempt %d%s", run.run_id, run.name, run.version, attempt.token,
+                        " (recovered from a dead worker)" if attempt.recovered else "")
+        self.stats.claimed += len(claimed)
+        self.pool.add(claimed)
+        return claimed, idle + ahead
 
-    def _slot_loop(self) -> None:
+    def _hand_back_stale_prefetch(self) -> None:
+        """Release claimed runs no slot started in time, so an idle worker elsewhere takes them."""
+        stale = self.pool.take_prefetched(older_than=PREFETCH_HOLD_SECONDS)
+        if stale:
+            lifecycle.release(stale)
+            self.pool.forget(stale)
+            logger.debug("handed back %d claimed run(s) no slot started in time", len(stale))
+
+    # -- slots ---------------------------------------------------------------------
+
+    def _slot_loop(self, slot: int) -> None:
         while True:
-            attempt = self._slots.get()
+            attempt = self.pool.take(slot)
             if attempt is None:
                 return
             try:
-                outcome = executor.execute(attempt, land_success=self._land_later)
-                if outcome == LANDING:
-                    continue  # the claim loop lands it with others, then frees its place
-            except DatabaseError as exc:
-                logger.warning("run %s: database error while landing (%s); its lease will expire and it will "
-                               "be recovered", attempt.run.run_id, exc)
-                reset_connection()
-                outcome = "error"
+                self._run_attempt(slot, attempt)
             except Exception:  # noqa: BLE001 - a bug here must not kill the slot
                 logger.exception("run %s: unexpected error in the worker", attempt.run.run_id)
-                outcome = "error"
-            self.stats.count(outcome)
-            with self._active_lock:
-                self._active.pop(attempt.run.run_id, None)
+                self.pool.done(slot, attempt, ran=False)
             self._wake.set()
 
-    # -- leases ---------------------------------------------------------------------
-
-    def _heartbeat_loop(self) -> None:
-        lease = durable_settings.LEASE_SECONDS
-        last_renewal = time.monotonic()
-        while not self._halt.wait(durable_settings.heartbeat_seconds):
-            with self._active_lock:
-                attempts = list(self._active.values())
-            if not attempts:
-                last_renewal = time.monotonic()
-                continue
-            try:
-                renewed = run_store.heartbeat([a.held for a in attempts], lease)
-                last_renewal = time.monotonic()
-            except DatabaseError as exc:
-                reset_connection()
-                if time.monotonic() - last_renewal > lease * 2 / 3:
-                    logger.warning("heartbeat failing for 2/3 of a lease (%s): treating leases as lost", exc)
-                    for attempt in attempts:
-                        attempt.stop(lost=True)
-                continue
-            for attempt in attempts:
-                run_id = attempt.run.run_id
-                if run_id not in renewed:
-                    if attempt.run.run_id in self._active:
-                        logger.warning("run %s: lease lost; stopping its attempt", run_id)
-                        attempt.stop(lost=True)
-                elif renewed[run_id] and attempt.begin_cancel():
-                    self._cancel_at_heartbeat(attempt)
-
-    def _cancel_at_heartbeat(self, attempt: Attempt) -> None:
-        try:
-            landed = run_store.cancel_held(*attempt.held)
-        except DatabaseError:
-            reset_connection()
+    def _run_attempt(self, slot: int, attempt: Attempt) -> None:
+        if not attempt.started and not self._start_prefetched(attempt):
+            self.pool.done(slot, attempt, ran=False)
             return
-        if landed:
-            logger.info("run %s cancelled at heartbeat; stopping its attempt", attempt.run.run_id)
-            attempt.stop(cancelled=True, lost=True)
+        try:
+            outcome = executor.execute(attempt, land_success=self._land_later)
+        except DatabaseError as exc:
+            logger.warning("run %s: database error while landing (%s); its lease will expire and it will "
+                           "be recovered", attempt.run.run_id, exc)
+            lifecycle.reset_connection()
+            outcome = Outcome.ERROR
+        if outcome == Outcome.LANDING:
+            # Held until the claim loop lands it with others.
+            self.pool.done(slot, attempt, ran=True, keep=True)
+            return
+        self.stats.count(outcome)
+        self.pool.done(slot, attempt, ran=True)
+
+    def _start_prefetched(self, attempt: Attempt) -> bool:
+        """Start a claimed run that waited for this slot; False (and dropped) if it may not run now."""
+        if not self._database_reachable:
+            return False
+        try:
+            return lifecycle.start(attempt)
+        except DatabaseError as exc:
+            lifecycle.reset_connection()
+            self._on_database(not lifecycle.database_unreachable(exc))
+            return False
+
+    def _land_later(self, attempt: Attempt, output: str) -> Outcome:
+        """Queue a successful attempt for the claim loop, which lands a batch in one statement."""
+        self._finished.put((attempt, output))
+        self._wake.set()
+        return Outcome.LANDING
+
+    def _land_finished(self) -> bool:
+        """Land every queued successful attempt together and stop holding them.
+
+        Returns:
+            False when some must wait: the database could not be reached (they stay queued).
+        """
+        batch = []
+        while True:
+            try:
+                batch.append(self._finished.get_nowait())
+            except queue.Empty:
+                break
+        if not batch:
+            return True
+        report = lifecycle.land_successes(batch)
+        for item in report.retry:
+            self._finished.put(item)
+        for outcome in report.outcomes.values():
+            self.stats.count(outcome)
+        self.pool.forget(list(report.outcomes))
+        if report.retry:
+            self._on_database(False)
+            return False
+        return True
 
     # -- shutdown ---------------------------------------------------------------------
 
     def _shutdown(self) -> None:
-        self._release_unstarted()
+        self._release(self.pool.take_prefetched(), "claimed run(s) no slot had started")
         deadline = time.monotonic() + self.options.grace
-        while self.active_count and time.monotonic() < deadline:
-            try:
-                self._land_finished()
-            except DatabaseError:
-                pass  # kept queued; tried again until the grace period ends
+        while self.pool.held_count and time.monotonic() < deadline:
+            self._try_landing()
             time.sleep(0.02)
-        try:
-            self._land_finished()
-        except DatabaseError:
-            pass
-        with self._active_lock:
-            left = [attempt for attempt in self._active.values()]
-        if left:
-            for attempt in left:
-                attempt.stop(lost=True)
-            try:
-                released = run_store.release([attempt.held for attempt in left])
-                logger.info("released %d run(s) still running after the grace period", released)
-            except DatabaseError as exc:
-                logger.warning("could not release held runs (%s); their leases will expire", exc)
+        self._try_landing()
+        left = self.pool.held()
+        for attempt in left:
+            attempt.stop(lost=True)
+        self._release(left, "run(s) still running after the grace period")
         self._halt.set()
-        for _ in range(self.options.concurrency):
-            self._slots.put(None)
+        self.pool.close()
         self._log_summary()
         logger.info("worker %s stopped", self.options.worker_id)
 
-    def _release_unstarted(self) -> None:
-        """Hand back the prefetched runs no slot has started, at once: the grace period is for attempts."""
-        unstarted = []
-        while True:
-            try:
-                attempt = self._slots.get_nowait()
-            except queue.Empty:
-                break
-            if attempt is not None:
-                unstarted.append(attempt)
-        if not unstarted:
+    def _try_landing(self) -> None:
+        try:
+            self._land_finished()  # what cannot land now stays queued for the next try
+        except DatabaseError:
+            lifecycle.reset_connection()
+
+    def _release(self, attempts: list[Attempt], what: str) -> None:
+        if not attempts:
             return
         try:
-            run_store.release([attempt.held for attempt in unstarted])
+            released = lifecycle.release(attempts)
+            logger.info("released %d %s", released, what)
         except DatabaseError as exc:
-            logger.warning("could not release prefetched runs (%s); their leases will expire", exc)
-        with self._active_lock:
-            for attempt in unstarted:
-                self._active.pop(attempt.run.run_id, None)
+            logger.warning("could not release %d %s (%s); their leases will expire", len(attempts), what, exc)
+        self.pool.forget(attempts)
 
     def _log_summary(self) -> None:
         elapsed = max(time.monotonic() - self.stats.started, 1e-9)
-        done = sum(self.stats.outcomes.values())
+        outcomes = self.stats.outcomes
         logger.info(
             "summary: claimed %d, running %d, succeeded %d, failed %d, retrying %d, suspended %d, "
             "cancelled %d, %.1f runs/s",
-            self.stats.claimed, self.active_count, self.stats.outcomes.get("succeeded", 0),
-            self.stats.outcomes.get("failed", 0), self.stats.outcomes.get("retrying", 0),
-            self.stats.outcomes.get("suspended", 0), self.stats.outcomes.get("cancelled", 0), done / elapsed,
+            self.stats.claimed, self.pool.held_count, outcomes.get("succeeded", 0), outcomes.get("failed", 0),
+            outcomes.get("retrying", 0), outcomes.get("suspended", 0), outcomes.get("cancelled", 0),
+            sum(outcomes.values()) / elapsed,
         )
+

@@ -8,9 +8,8 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from durable_django import api
-from durable_django.store import runs as run_store
 from durable_django.testing import run_until_idle
-from durable_django.worker.loop import WorkerOptions, claim_bounds
+from tests.store.factories import claim
 from tests.helpers import wait_until
 
 TENANT = "6f1c1d8e-5a7b-4c1e-9d8a-2b3c4d5e6f70"
@@ -47,10 +46,9 @@ class ExampleRuns:
 
 def claim_now(function: str) -> str:
     """Claim one pending run of ``function`` the way a worker does, and leave it running."""
-    claimed = run_store.claim(limit=1, lease_seconds=300, worker_id="admin-tests:1",
-                              bounds=claim_bounds(WorkerOptions(functions=[function])))
+    claimed = claim(limit=1, lease_seconds=300, worker_id="admin-tests:1", functions=[function])
     assert len(claimed) == 1
-    return claimed[0][0].run_id
+    return claimed[0].run_id
 
 
 def status_of(run_id: str) -> str:

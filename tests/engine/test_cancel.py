@@ -6,10 +6,9 @@ import pytest
 
 from durable_django import CancelOutcome, api
 from durable_django.exceptions import InvalidInput, RunNotFound
-from durable_django.store import runs as run_store
 from durable_django.testing import run_until_idle
 from tests.helpers import run_in_threads, sql
-from tests.store.factories import claim
+from tests.store.factories import claim, complete
 from tests.workflows import effects
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -108,7 +107,7 @@ def test_cancel_racing_completion_ends_in_exactly_one_terminal_state():
         def racer(index):
             barrier.wait()
             if index == 0:
-                return run_store.complete(held.run_id, held.attempts, '{"v": 1}')
+                return complete(held, '{"v": 1}')
             return api.cancel(run.run_id)
 
         completed, outcome = run_in_threads(2, racer)

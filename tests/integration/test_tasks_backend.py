@@ -5,6 +5,7 @@ Runs under Django 6 (django.tasks) and Django 5.2 (the django_tasks backport).
 
 import math
 import os
+import sys
 from datetime import datetime, timedelta
 
 import pytest
@@ -15,7 +16,8 @@ from django.test import override_settings
 from django.utils import timezone
 
 from durable_django import api
-from durable_django.exceptions import Cancelled
+from durable_django.engine import submit
+from durable_django.exceptions import Cancelled, InvalidInput
 from durable_django.states import CancelOutcome
 from durable_django.testing import run_until_idle
 from durable_django.tasks import DurableBackend, InvalidTask, TaskResultDoesNotExist, TaskResultStatus
@@ -271,11 +273,35 @@ def test_a_task_whose_path_does_not_lead_back_to_it_is_refused_at_enqueue():
     assert count_runs() == 0
 
 
+def stored_task_run(path: str):
+    """A version-0 run naming ``path``, made the way the backend makes one (only it may)."""
+    return submit.insert_or_join(submit.build_task_run(path, {"args": [], "kwargs": {}}, queue="default",
+                                                       priority=0, available_at=None, retry=None))
+
+
+@with_db
+def test_the_client_api_cannot_make_a_task_run():
+    with pytest.raises(InvalidInput, match="version 0 is reserved"):
+        api.enqueue("tests.workflows.tasks.plain_function", {"args": [], "kwargs": {}}, version=0)
+    assert count_runs() == 0
+
+
+@with_db
+def test_a_stored_task_path_outside_the_installed_apps_is_never_imported(effects_dir):
+    run = stored_task_run("tests.untrusted.job")
+    run_until_idle()
+    failed = api.get_run(run.run_id)
+    assert (failed.status, failed.error_type) == ("failed", "durable_django.tasks_runtime.TaskPathError")
+    assert "not inside an installed app" in failed.error
+    assert "tests.untrusted" not in sys.modules
+    assert lines("untrusted-module-imported") == [] and lines("untrusted-job-ran") == []
+
+
 @pytest.mark.process
 @with_db
 def test_a_run_whose_path_does_not_import_or_is_no_task_fails_with_a_clear_error(workers):
-    missing = api.enqueue("tests.workflows.no_such_module.job", {"args": [], "kwargs": {}}, version=0)
-    not_a_task = api.enqueue("tests.workflows.tasks.plain_function", {"args": [], "kwargs": {}}, version=0)
+    missing = stored_task_run("tests.workflows.no_such_module.job")
+    not_a_task = stored_task_run("tests.workflows.tasks.plain_function")
     run_burst(workers)
     for run_id, why in [(missing.run_id, "does not import"), (not_a_task.run_id, "not a Django task")]:
         run = api.get_run(run_id)

@@ -1,16 +1,28 @@
 """Factories for store-tier tests: runs made through the API, claimed through the store."""
 
 from durable_django import api
-from durable_django.store import runs as run_store
-from durable_django.worker.loop import WorkerOptions, claim_bounds
+from durable_django.store import claims, landing
+from durable_django.worker.loop import WorkerOptions
 
 
-def claim(limit=10, lease_seconds=30.0, worker_id="test-worker", **options):
-    """Claim through the store as a worker with these options would."""
-    bounds = claim_bounds(WorkerOptions(**options))
-    return [run for run, _, _ in run_store.claim(limit=limit, lease_seconds=lease_seconds, worker_id=worker_id,
-                                                  bounds=bounds)]
+def claim(limit=10, lease_seconds=30.0, worker_id="test-worker", start_now=None, **options):
+    """Claim through the store as a worker with these options would (all started, unless ``start_now`` says)."""
+    bounds = WorkerOptions(**options).claim_bounds()
+    claimed = claims.claim(limit=limit, start_now=limit if start_now is None else start_now,
+                           lease_seconds=lease_seconds, worker_id=worker_id, bounds=bounds)
+    return [item.run for item in claimed]
 
 
 def enqueue_many(count, name="tests.noop", **kwargs):
     return [api.enqueue(name, {"n": index}, **kwargs) for index in range(count)]
+
+
+def complete(run, output_json: str) -> str | None:
+    """Land a claimed run succeeded through the store; 'succeeded', or None if the fence refused it."""
+    landed = landing.complete_many([landing.Finished(run.run_id, run.attempts, output_json, run.parent_run_id)])
+    return "succeeded" if run.run_id in landed else None
+
+
+def fail(run, **options) -> str | None:
+    """Record a failed attempt of a claimed run through the store; its new status, or None."""
+    return landing.fail(run.run_id, run.attempts, run.parent_run_id, **options)

@@ -4,9 +4,9 @@ from datetime import timedelta
 import pytest
 
 from durable_django import api
-from durable_django.store import runs as run_store
+from durable_django.store import claims, landing
 from tests.helpers import run_in_threads, sql
-from tests.store.factories import claim, enqueue_many
+from tests.store.factories import claim, complete, enqueue_many, fail
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -73,21 +73,22 @@ def test_a_stale_token_cannot_complete_fail_or_heartbeat_a_reclaimed_run():
     [stale] = claim(lease_seconds=0.2)
     time.sleep(0.4)
     [fresh] = claim()
-    assert run_store.complete(stale.run_id, stale.attempts, '"stale"') is None
-    assert run_store.fail(stale.run_id, stale.attempts, error="x", error_type="X", final=True, delay=0) is None
-    assert run_store.heartbeat([(stale.run_id, stale.attempts)], 30) == {}
-    assert run_store.heartbeat([(fresh.run_id, fresh.attempts)], 30) == {fresh.run_id: False}
+    assert complete(stale, '"stale"') is None
+    assert fail(stale, error="x", error_type="X", final=True, delay=0) is None
+    [stale_beat] = claims.heartbeat([(stale.run_id, stale.attempts)], 30).values()
+    assert (stale_beat.renewed, stale_beat.held) == (False, False)
+    assert claims.heartbeat([(fresh.run_id, fresh.attempts)], 30) == {
+        (fresh.run_id, fresh.attempts): claims.Renewal(renewed=True, cancel_requested=False, held=True)}
     current = api.get_run(fresh.run_id)
     assert (current.status, current.output, current.failures) == ("running", None, 0)
-    assert run_store.complete(fresh.run_id, fresh.attempts, '"fresh"') == "succeeded"
+    assert complete(fresh, '"fresh"') == "succeeded"
     assert api.get_run(fresh.run_id).output == "fresh"
 
 
 def test_retry_backoff_sets_available_at_in_the_future_and_counts_failures_only():
     api.enqueue("tests.noop", {})
     [held] = claim()
-    assert run_store.fail(held.run_id, held.attempts, error="boom", error_type="builtins.ValueError",
-                          final=False, delay=60) == "pending"
+    assert fail(held, error="boom", error_type="builtins.ValueError", final=False, delay=60) == "pending"
     run = api.get_run(held.run_id)
     assert run.status == "pending" and run.failures == 1 and run.attempts == 1
     assert run.available_at - run.updated_at >= timedelta(seconds=59)
@@ -98,7 +99,7 @@ def test_retry_backoff_sets_available_at_in_the_future_and_counts_failures_only(
 def test_graceful_release_makes_a_run_claimable_at_once_without_counting():
     api.enqueue("tests.noop", {})
     [held] = claim()
-    assert run_store.release([(held.run_id, held.attempts)]) == 1
+    assert claims.release([(held.run_id, held.attempts)]) == 1
     [again] = claim()
     assert again.run_id == held.run_id
     assert (again.attempts, again.recoveries, again.failures) == (2, 0, 0)
@@ -112,8 +113,8 @@ def test_a_batch_landing_lands_held_runs_and_refuses_a_stale_token():
     fresh_runs = [api.enqueue("tests.noop", {"n": n}) for n in range(3)]
     held = claim()
     assert {run.run_id for run in held} == {run.run_id for run in fresh_runs}
-    batch = [(run.run_id, run.attempts, f'{{"n": {i}}}') for i, run in enumerate(held)]
-    landed = run_store.complete_many(batch + [(stale.run_id, stale.attempts, '"stale"')])
+    batch = [landing.Finished(run.run_id, run.attempts, f'{{"n": {i}}}', None) for i, run in enumerate(held)]
+    landed = landing.complete_many(batch + [landing.Finished(stale.run_id, stale.attempts, '"stale"', None)])
     assert landed == {run.run_id for run in held}
     assert [api.get_run(run.run_id).output for run in held] == [{"n": 0}, {"n": 1}, {"n": 2}]
     assert api.get_run(reclaimed.run_id).status == "running"

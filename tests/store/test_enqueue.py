@@ -9,6 +9,7 @@ from durable_django import api
 from durable_django.exceptions import InvalidInput, UnknownFunction
 from durable_django.store.db import listening
 from tests.helpers import run_in_threads, sql
+from tests.store.factories import claim
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -50,13 +51,10 @@ def test_rollback_leaves_no_row_and_wakes_no_listener():
 
 
 def test_coalescing_burst_joins_one_run_until_it_is_claimed():
-    from durable_django.store import runs as run_store
-    from durable_django.worker.loop import WorkerOptions, claim_bounds
-
     burst = run_in_threads(10, lambda i: api.enqueue("tests.noop", {"i": i}, coalesce_key="refresh"))
     assert len({run.run_id for run in burst}) == 1
-    claimed = run_store.claim(limit=5, lease_seconds=30, worker_id="t", bounds=claim_bounds(WorkerOptions()))
-    assert [run.run_id for run, _, _ in claimed] == [burst[0].run_id]
+    claimed = claim(limit=5)
+    assert [run.run_id for run in claimed] == [burst[0].run_id]
     later = api.enqueue("tests.noop", {}, coalesce_key="refresh")
     assert later.run_id != burst[0].run_id
     assert api.enqueue("tests.noop", {}, coalesce_key="refresh").run_id == later.run_id

@@ -2,8 +2,7 @@ import pytest
 from django.db import connection
 
 from durable_django import api
-from durable_django.store import runs as run_store
-from tests.store.factories import claim
+from tests.store.factories import claim, complete
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -17,7 +16,7 @@ def prepared_statements() -> int:
 def round_trip():
     run = api.enqueue("tests.noop", {"x": 1})
     [held] = claim()
-    assert run_store.complete(held.run_id, held.attempts, '{"x": 1}') == "succeeded"
+    assert complete(held, '{"x": 1}') == "succeeded"
     assert api.get_run(run.run_id).output == {"x": 1}
 
 

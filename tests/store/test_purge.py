@@ -7,7 +7,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from durable_django import api
-from durable_django.store import runs as run_store
+from durable_django.store import purge
 from tests.helpers import sql
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -67,7 +67,7 @@ def test_ten_thousand_finished_go_in_batches_and_a_hundred_live_keep_their_steps
     cutoff = timezone.now() - timedelta(days=1)
     batches, position = [], None
     while True:
-        deleted, position = run_store.purge_batch(cutoff, 1000, position)
+        deleted, position = purge.purge_batch(cutoff, 1000, position)
         batches.append(deleted)
         if position is None:
             break
@@ -99,10 +99,9 @@ def test_durable_purge_command(capsys):
     assert ids("%") == ids("live-%") and steps_of("%") == 15
 
 
-def test_a_purge_racing_a_resume_of_one_member_leaves_that_whole_tree():
-    """The resume commits while the purge waits for its row lock: the tree must stay whole."""
+def test_a_purge_racing_a_resume_of_a_tree_leaves_that_whole_tree():
+    """A resume holds the root of a finished tree while a purge runs: the purge leaves the whole tree."""
     import threading
-    import time as clock
     from datetime import timedelta
 
     from django.db import connections, transaction
@@ -111,11 +110,10 @@ def test_a_purge_racing_a_resume_of_one_member_leaves_that_whole_tree():
     from durable_django.testing import run_until_idle
     from tests.helpers import sql
 
-    parent = api.enqueue("tests.parent", {"child": {"wait_signal": True}, "timeout": 0.2})
-    run_until_idle()
-    clock.sleep(0.3)
-    run_until_idle()  # the wait times out: the child is cancelled, the parent succeeds
-    child_id = api.get_run(parent.run_id).output["child"]
+    parent = api.enqueue("tests.parent", {"child": {"wait_signal": True}})
+    run_until_idle()  # the parent waits for its child, which waits for a signal
+    child_id = api.get_run(parent.run_id).waiting_for.split(":", 1)[1]
+    api.cancel(parent.run_id)  # the whole tree ends cancelled
     assert api.get_run(child_id).status == "cancelled"
     sql("UPDATE durable_run SET updated_at = now() - interval '2 days'")
     journal = sql("SELECT count(*) FROM durable_step WHERE run_id = %s", [parent.run_id])
@@ -125,7 +123,7 @@ def test_a_purge_racing_a_resume_of_one_member_leaves_that_whole_tree():
     def resume_and_hold():
         try:
             with transaction.atomic():
-                api.resume(child_id)
+                api.resume(parent.run_id)
                 resumed.set()
                 release.wait(30)
         finally:
@@ -142,10 +140,9 @@ def test_a_purge_racing_a_resume_of_one_member_leaves_that_whole_tree():
     assert resumed.wait(30)
     purger = threading.Thread(target=purge)
     purger.start()
-    clock.sleep(0.5)  # the purge is now waiting for the child's row lock
+    purger.join(30)  # the purge skips the tree whose root the resume holds: it takes no lock wait
     release.set()
     holder.join(30)
-    purger.join(30)
     assert purged == [0]
-    assert api.get_run(parent.run_id) is not None and api.get_run(child_id).status == "pending"
+    assert api.get_run(parent.run_id).status == "pending" and api.get_run(child_id).status == "cancelled"
     assert sql("SELECT count(*) FROM durable_step WHERE run_id = %s", [parent.run_id]) == journal

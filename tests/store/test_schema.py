@@ -81,11 +81,11 @@ def explain_claim(*, analyze: bool) -> str:
     """The plan of a worker's claim on the current data, after ANALYZE."""
     from django.db import connection
 
-    from durable_django.worker.loop import WorkerOptions, claim_bounds
+    from durable_django.worker.loop import WorkerOptions
 
     sql("ANALYZE durable_run")
-    bounds = claim_bounds(WorkerOptions())
-    params = {**bounds.params, "limit": 10, "lease": 30, "worker_id": "explain"}
+    bounds = WorkerOptions().claim_bounds()
+    params = {**bounds.params, "limit": 10, "start_now": 10, "lease": 30, "worker_id": "explain"}
     with connection.cursor() as cur:
         cur.execute(("EXPLAIN ANALYZE " if analyze else "EXPLAIN ") + bounds.claim_sql, params)
         return "\n".join(row[0] for row in cur.fetchall())

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from durable_django.engine.values import aware, seconds
+from durable_django.values import aware, seconds
 from durable_django.exceptions import DuplicateRegistration, InvalidInput
 from durable_django.management.arguments import duration, name_list, positive_int, tenant
 from durable_django.registry import Registry

@@ -1,0 +1,132 @@
+"""The worker's go-between: everything a worker process asks of the runs it claims and holds.
+
+The worker never speaks to the store itself; it claims batches, starts the
+runs that waited for a slot, renews leases, lands successes in batches,
+releases what it will not run and lands held runs cancelled, all through here.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from django.db import DatabaseError
+
+from ..conf import durable_settings
+from ..exceptions import OutputNotStored
+from ..registry import registry
+from ..store import claims, journal, landing
+from ..store.claims import ClaimBounds, Renewal
+from ..store.db import WAKE_CHANNEL, is_disconnect, listening, reset_connection  # noqa: F401  (the worker's)
+from ..types import ClaimedRun
+from .attempt import Attempt
+from .execute import Outcome, fail_attempt, finished, report_success
+
+logger = logging.getLogger("durable_django.worker")
+
+def claim_bounds(*, functions: list[str] | None, queues: list[str] | None, tenant_id: str | None) -> ClaimBounds:
+    """The runs a worker with these options may claim: the (name, version) pairs it has, and task paths."""
+    return claims.claim_filter(pairs=registry.pairs(functions), task_paths=True, names=functions, queues=queues,
+                               tenant_id=tenant_id)
+
+
+def claim(*, limit: int, start_now: int, worker_id: str, bounds: ClaimBounds) -> list[Attempt]:
+    """Claim up to ``limit`` runs (the first ``start_now`` started at once) and load the journals of those that ran.
+
+    Returns:
+        Attempts in claim order, started ones first.
+    """
+    claimed = claims.claim(limit=limit, start_now=start_now, lease_seconds=durable_settings.LEASE_SECONDS,
+                           worker_id=worker_id, bounds=bounds)
+    # A first attempt has an empty journal: skip the read.
+    journals = journal.load_journal([item.run.run_id for item in claimed if item.run.attempts > 1])
+    return [
+        Attempt(ClaimedRun(run=item.run, token=item.run.attempts, journal=journals.get(item.run.run_id, {}),
+                           recovered=item.recovered),
+                item.database_now, started=item.started)
+        for item in claimed
+    ]
+
+
+def seconds_until_next_due(bounds: ClaimBounds) -> float | None:
+    return claims.seconds_until_next_due(bounds)
+
+
+def start(attempt: Attempt) -> bool:
+    """Start a claimed attempt that waited for a slot; False if the run is no longer this holder's."""
+    cancel = claims.start(*attempt.held)
+    if cancel is None:
+        return False
+    attempt.started = True
+    attempt.cancel_requested = attempt.cancel_requested or cancel
+    return True
+
+
+def renew(attempts: list[Attempt]) -> dict[tuple[str, int], Renewal]:
+    """Extend the leases of held attempts; one Renewal per (run id, token)."""
+    return claims.heartbeat([attempt.held for attempt in attempts], durable_settings.LEASE_SECONDS)
+
+
+@dataclass
+class LandingReport:
+    """What landing a batch of successes did."""
+
+    # Attempt -> its outcome (succeeded, lost, or failed when its output could not be stored).
+    outcomes: dict[Attempt, Outcome] = field(default_factory=dict)
+    # Still to land: the database could not be reached.
+    retry: list[tuple[Attempt, str]] = field(default_factory=list)
+
+
+def land_successes(batch: list[tuple[Attempt, str]]) -> LandingReport:
+    """Land (attempt, output JSON) pairs succeeded, together in one statement where they can be.
+
+    When the batch is refused for a reason other than an unreachable database,
+    each run lands on its own, so one run the database will not store fails
+    alone, for good, with the database's error, and the others succeed.
+    """
+    report = LandingReport()
+    try:
+        landed = landing.complete_many([finished(attempt, output) for attempt, output in batch])
+    except DatabaseError as exc:
+        reset_connection()
+        if is_disconnect(exc):
+            report.retry = list(batch)
+            return report
+        logger.warning("landing %d successful attempt(s) together failed (%s); landing each alone", len(batch), exc)
+        return _land_one_by_one(batch)
+    for attempt, _ in batch:
+        report.outcomes[attempt] = report_success(attempt, attempt.run.run_id in landed)
+    return report
+
+
+def _land_one_by_one(batch: list[tuple[Attempt, str]]) -> LandingReport:
+    report = LandingReport()
+    for index, (attempt, output) in enumerate(batch):
+        try:
+            landed = landing.complete_many([finished(attempt, output)])
+        except DatabaseError as exc:
+            reset_connection()
+            if is_disconnect(exc):
+                report.retry = list(batch[index:])
+                return report
+            refused = OutputNotStored(f"the database refused to store the output of run {attempt.run.run_id}: "
+                                      f"{exc}", run_id=attempt.run.run_id)
+            report.outcomes[attempt] = fail_attempt(attempt, refused, final=True)
+            continue
+        report.outcomes[attempt] = report_success(attempt, attempt.run.run_id in landed)
+    return report
+
+
+def release(attempts: list[Attempt]) -> int:
+    """Hand held runs back as pending, counting nothing; returns how many were still held."""
+    return claims.release([attempt.held for attempt in attempts])
+
+
+def cancel_held(attempt: Attempt) -> bool:
+    """Land a held run cancelled (its cancel was requested); False if the fence or a pivot refused it."""
+    return landing.cancel_held(*attempt.held, attempt.run.parent_run_id) is not None
+
+
+def database_unreachable(exc: BaseException) -> bool:
+    """The error means the database could not be reached, rather than that it refused something."""
+    return is_disconnect(exc)

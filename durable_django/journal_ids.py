@@ -1,0 +1,113 @@
+"""The two strings that cross every layer: a journal entry's step id, and what a waiting run waits for.
+
+Each has one encoder (``str()``) and one parser (``parse``), used by the
+engine that writes them, the store that matches them and the admin that shows
+them. Names may themselves hold ``:``; the parts that follow a name are
+numbers or fixed words, so parsing reads from the right.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from .values import integer, text
+
+
+@dataclass(frozen=True, slots=True)
+class StepId:
+    """``v{version}:{name}:{occurrence}``, with ``#deadline`` for the deadline a timed wait journals."""
+
+    version: int
+    name: str
+    occurrence: int
+    deadline: bool = False
+
+    DEADLINE_SUFFIX: ClassVar[str] = "#deadline"
+
+    @classmethod
+    def of(cls, version: int, name, occurrence) -> StepId:
+        """A step id from a caller's name and occurrence, validated.
+
+        Raises:
+            InvalidInput: an empty or non-string name, or a negative or non-integer occurrence.
+        """
+        return cls(version, text(name, what="a step name"), integer(occurrence, what="occurrence", minimum=0))
+
+    def deadline_id(self) -> StepId:
+        """The id under which this wait journals its deadline."""
+        return StepId(self.version, self.name, self.occurrence, deadline=True)
+
+    def __str__(self) -> str:
+        return f"v{self.version}:{self.name}:{self.occurrence}" + (self.DEADLINE_SUFFIX if self.deadline else "")
+
+    @classmethod
+    def parse(cls, encoded: str) -> StepId:
+        """Take a stored step id apart.
+
+        Raises:
+            ValueError: it is not a step id.
+        """
+        body, deadline = encoded, encoded.endswith(cls.DEADLINE_SUFFIX)
+        if deadline:
+            body = body[: -len(cls.DEADLINE_SUFFIX)]
+        version, _, rest = body.partition(":")
+        name, _, occurrence = rest.rpartition(":")
+        if not (version.startswith("v") and version[1:].isdigit() and name and occurrence.isdigit()):
+            raise ValueError(f"not a step id: {encoded!r}")
+        return cls(int(version[1:]), name, int(occurrence), deadline)
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingFor:
+    """What a waiting run waits for: a sleep's deadline, a signal, or a child's landing."""
+
+    kind: str
+    # The signal's name, or the child's run id; empty for a sleep.
+    target: str = ""
+    # Which emission of the signal.
+    occurrence: int = 0
+
+    SLEEP: ClassVar[str] = "sleep"
+    SIGNAL: ClassVar[str] = "signal"
+    CHILD: ClassVar[str] = "child"
+    # What the landing SQL puts before a child's run id to match a parent waiting for it.
+    CHILD_PREFIX: ClassVar[str] = "child:"
+
+    @classmethod
+    def sleep(cls) -> WaitingFor:
+        return cls(cls.SLEEP)
+
+    @classmethod
+    def signal(cls, name: str, occurrence: int) -> WaitingFor:
+        return cls(cls.SIGNAL, name, occurrence)
+
+    @classmethod
+    def child(cls, run_id: str) -> WaitingFor:
+        return cls(cls.CHILD, run_id)
+
+    def __str__(self) -> str:
+        if self.kind == self.SLEEP:
+            return self.SLEEP
+        if self.kind == self.SIGNAL:
+            return f"{self.SIGNAL}:{self.target}:{self.occurrence}"
+        return f"{self.CHILD_PREFIX}{self.target}"
+
+    @classmethod
+    def parse(cls, encoded: str) -> WaitingFor:
+        """Take a stored ``waiting_for`` apart.
+
+        Raises:
+            ValueError: it names nothing a run can wait for.
+        """
+        kind, _, rest = encoded.partition(":")
+        if kind == cls.SLEEP and not rest:
+            return cls.sleep()
+        if kind == cls.SIGNAL:
+            name, _, occurrence = rest.rpartition(":")
+            if name and occurrence.isdigit():
+                return cls.signal(name, int(occurrence))
+        if kind == cls.CHILD and rest:
+            return cls.child(rest)
+        raise ValueError(f"not something a run waits for: {encoded!r}")
+

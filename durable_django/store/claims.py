@@ -1,0 +1,245 @@
+"""Statements a worker runs on the runs it holds: claim, start, renew, release.
+
+A claim advances ``attempts``, the fence token every later write of that
+attempt carries. A worker may claim a batch ahead of its free slots; those
+runs are ``running`` but not started (``attempt_started_at`` is NULL) until a
+slot starts them with a fenced write, so until then a cancel ends them at once
+and a reclaim after their holder died counts no recovery. Renewals and starts
+skip rows another transaction has locked (a landing, a cascade) instead of
+waiting, so they never take part in a deadlock.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..types import Run
+from .db import RUN_COLUMN_COUNT, WAKE_CHANNEL, cursor, in_transaction, qualified_run_columns, row_to_run
+
+# Batch claim: due pending runs, waits whose deadline passed, and runs whose lease
+# expired, by priority then age; each claim advances the fence token. The first
+# %(start_now)s runs start at once (they go straight to free slots); the rest wait
+# for a slot, not started. {bounds} is the worker's filter (see claim_filter):
+# plain column tests the planner can estimate, so pending runs are read in index
+# order instead of being sorted. A run reclaimed after its lease expired counts a
+# recovery only if its holder had started it.
+CLAIM_TEMPLATE = f"""
+WITH due_pending AS (
+    SELECT run_id, priority, created_at, false AS recovered FROM durable_run
+    WHERE status = 'pending' AND (available_at IS NULL OR available_at <= now()) {{bounds}}
+    ORDER BY priority DESC, created_at
+    LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+), due_waits AS (
+    SELECT run_id, priority, created_at, false AS recovered FROM durable_run
+    WHERE status = 'waiting' AND available_at <= now() {{bounds}}
+    ORDER BY available_at
+    LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+), expired AS (
+    SELECT run_id, priority, created_at, attempt_started_at IS NOT NULL AS recovered FROM durable_run
+    WHERE status = 'running' AND leased_until < now() {{bounds}}
+    ORDER BY leased_until
+    LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+), chosen AS (
+    SELECT *, row_number() OVER (ORDER BY priority DESC, created_at) <= %(start_now)s AS starts FROM (
+        SELECT * FROM due_pending UNION ALL SELECT * FROM due_waits UNION ALL SELECT * FROM expired
+        ORDER BY priority DESC, created_at
+        LIMIT %(limit)s
+    ) candidates
+)
+UPDATE durable_run r SET
+    status = 'running',
+    attempts = r.attempts + 1,
+    recoveries = r.recoveries + CASE WHEN chosen.recovered THEN 1 ELSE 0 END,
+    leased_until = now() + make_interval(secs => %(lease)s::float8),
+    claimed_at = now(),
+    attempt_started_at = CASE WHEN chosen.starts THEN now() END,
+    started_at = CASE WHEN chosen.starts THEN coalesce(r.started_at, now()) ELSE r.started_at END,
+    available_at = NULL,
+    waiting_for = NULL,
+    worker_id = %(worker_id)s,
+    updated_at = now()
+FROM chosen
+WHERE r.run_id = chosen.run_id
+RETURNING {qualified_run_columns("r")}, chosen.recovered, chosen.starts, now()
+"""
+
+# When the next run becomes claimable (for an idle worker's sleep).
+NEXT_DUE_TEMPLATE = """
+SELECT least(
+    (SELECT min(available_at) FROM durable_run WHERE status = 'pending' AND available_at IS NOT NULL {bounds}),
+    (SELECT min(available_at) FROM durable_run WHERE status = 'waiting' AND available_at IS NOT NULL {bounds}),
+    (SELECT min(leased_until) FROM durable_run WHERE status = 'running' {bounds})
+) - now()
+"""
+
+# Renew the leases of held runs, carrying each one's cancel flag back. A run locked by
+# another transaction right now is reported busy (renewed next time), one that is no
+# longer this holder's as lost.
+HEARTBEAT = """
+WITH held AS (SELECT * FROM unnest(%(run_ids)s::text[], %(tokens)s::int[]) AS h(run_id, token)),
+mine AS (
+    SELECT r.run_id FROM durable_run r JOIN held ON r.run_id = held.run_id AND r.attempts = held.token
+    WHERE r.status = 'running'
+    FOR NO KEY UPDATE OF r SKIP LOCKED
+),
+renewed AS (
+    UPDATE durable_run r SET leased_until = now() + make_interval(secs => %(lease)s::float8)
+    FROM mine WHERE r.run_id = mine.run_id
+    RETURNING r.run_id, r.attempts AS token, r.cancel_requested_at IS NOT NULL AND r.pivoted_at IS NULL AS cancel
+)
+SELECT held.run_id, held.token, renewed.run_id IS NOT NULL, coalesce(renewed.cancel, false),
+       EXISTS (SELECT 1 FROM durable_run r WHERE r.run_id = held.run_id AND r.attempts = held.token
+                                              AND r.status = 'running')
+FROM held LEFT JOIN renewed ON renewed.run_id = held.run_id AND renewed.token = held.token
+"""
+
+# Start a claimed run that waited for a slot: from here it is an attempt that ran.
+START = """
+UPDATE durable_run SET attempt_started_at = now(), started_at = coalesce(started_at, now())
+WHERE run_id = %(run_id)s AND attempts = %(token)s AND status = 'running' AND attempt_started_at IS NULL
+RETURNING cancel_requested_at IS NOT NULL AND pivoted_at IS NULL
+"""
+
+# Hand held runs back (shutdown, or claimed runs no slot started in time) so another worker
+# takes them at once; counts nothing.
+RELEASE = f"""
+WITH released AS (
+    UPDATE durable_run r SET status = 'pending', leased_until = NULL, available_at = NULL,
+        attempt_started_at = NULL, updated_at = now()
+    FROM unnest(%(run_ids)s::text[], %(tokens)s::int[]) AS held(run_id, token)
+    WHERE r.run_id = held.run_id AND r.attempts = held.token AND r.status = 'running'
+    RETURNING r.queue
+)
+SELECT count(*), (SELECT count(*) FROM (SELECT pg_notify('{WAKE_CHANNEL}', q.queue)
+                                       FROM (SELECT DISTINCT queue FROM released) q) n)
+FROM released
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimBounds:
+    """Which runs a worker may claim: SQL conditions and their parameters."""
+
+    sql: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def claim_sql(self) -> str:
+        return _with_bounds(CLAIM_TEMPLATE, self.sql)
+
+    @property
+    def next_due_sql(self) -> str:
+        return _with_bounds(NEXT_DUE_TEMPLATE, self.sql)
+
+
+@functools.lru_cache(maxsize=64)
+def _with_bounds(template: str, bounds_sql: str) -> str:
+    return template.replace("{bounds}", bounds_sql)
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """One run a claim took: the run as claimed, and how."""
+
+    run: Run
+    # It was reclaimed from a holder that had started it and whose lease expired.
+    recovered: bool
+    # It started with the claim; otherwise it waits for a slot (see START).
+    started: bool
+    database_now: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    """What a heartbeat learned of one held run."""
+
+    # The lease was extended.
+    renewed: bool
+    # A cancel was requested (and no pivot step was journalled).
+    cancel_requested: bool
+    # The run is still this holder's (a run another transaction had locked is not renewed, yet still held).
+    held: bool
+
+
+def claim_filter(*, pairs, task_paths, names, queues, tenant_id) -> ClaimBounds:
+    """The conditions that bound a worker's claims.
+
+    Each (name, version) pair it runs is spelled out as column tests, and only
+    the filters it has are included, so the statement's plan stays right when
+    PostgreSQL caches it (no ``parameter IS NULL OR ...`` arms to guess about).
+    """
+    params: dict[str, Any] = {}
+    alternatives = []
+    for index, (name, version) in enumerate(pairs):
+        params[f"name_{index}"], params[f"version_{index}"] = name, version
+        alternatives.append(f"(name = %(name_{index})s AND version = %(version_{index})s::int)")
+    if task_paths:
+        if names:
+            params["task_names"] = list(names)
+            alternatives.append("(version = 0 AND name = ANY(%(task_names)s::text[]))")
+        else:
+            alternatives.append("version = 0")
+    conditions = ["(" + " OR ".join(alternatives) + ")" if alternatives else "false"]
+    if queues:
+        params["queues"] = list(queues)
+        conditions.append("queue = ANY(%(queues)s::text[])")
+    if tenant_id:
+        params["tenant_id"] = tenant_id
+        conditions.append("tenant_id = %(tenant_id)s::uuid")
+    return ClaimBounds(sql="AND " + " AND ".join(conditions), params=params)
+
+
+def claim(*, limit: int, start_now: int, lease_seconds: float, worker_id: str, bounds: ClaimBounds) -> list[Claimed]:
+    """Claim up to ``limit`` runs, of which the first ``start_now`` start at once, in claim order."""
+    with cursor() as cur:
+        cur.execute(bounds.claim_sql, {**bounds.params, "limit": limit, "start_now": start_now,
+                                       "lease": lease_seconds, "worker_id": worker_id})
+        rows = cur.fetchall()
+    claimed = [Claimed(row_to_run(row), *row[RUN_COLUMN_COUNT:RUN_COLUMN_COUNT + 3]) for row in rows]
+    # UPDATE ... RETURNING does not keep the candidates' order: restore the claim order.
+    claimed.sort(key=lambda item: (not item.started, -item.run.priority, item.run.created_at))
+    return claimed
+
+
+def seconds_until_next_due(bounds: ClaimBounds) -> float | None:
+    with cursor() as cur:
+        cur.execute(bounds.next_due_sql, bounds.params)
+        delta = cur.fetchone()[0]
+    return None if delta is None else delta.total_seconds()
+
+
+def _pairs(held: list[tuple[str, int]]) -> dict[str, list]:
+    return {"run_ids": [run_id for run_id, _ in held], "tokens": [token for _, token in held]}
+
+
+def heartbeat(held: list[tuple[str, int]], lease_seconds: float) -> dict[tuple[str, int], Renewal]:
+    """Extend the leases of (run_id, token) pairs; one Renewal per pair."""
+    if not held:
+        return {}
+    with cursor() as cur:
+        cur.execute(HEARTBEAT, {"lease": lease_seconds, **_pairs(held)})
+        return {(run_id, token): Renewal(renewed, cancel, still_held)
+                for run_id, token, renewed, cancel, still_held in cur.fetchall()}
+
+
+def start(run_id: str, token: int) -> bool | None:
+    """Start a claimed run that waited for a slot; its cancel flag, or None if it is no longer this holder's."""
+    with cursor() as cur:
+        cur.execute(START, {"run_id": run_id, "token": token})
+        row = cur.fetchone()
+    return None if row is None else row[0]
+
+
+def release(held: list[tuple[str, int]]) -> int:
+    """Hand (run_id, token) pairs back as pending; returns how many were still held."""
+    if not held:
+        return 0
+
+    def work():
+        with cursor() as cur:
+            cur.execute(RELEASE, _pairs(held))
+            return cur.fetchone()[0]
+
+    return in_transaction(work)

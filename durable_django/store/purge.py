@@ -1,0 +1,94 @@
+"""Retention: delete whole finished trees, their steps and signals, in bounded batches.
+
+A batch first locks the members of candidate trees (skipping rows another
+transaction holds: that tree waits for a later purge), then deletes in a
+second statement, whose snapshot sees everything committed before the locks
+were taken: a signal emitted while we waited for its run's lock goes with the run.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from .db import cursor, in_transaction
+
+# Whole finished trees whose every member landed before the cutoff, oldest root landings
+# first after a keyset position: each candidate member locked, with its tree's size.
+LOCK_BATCH = """
+WITH RECURSIVE candidates AS (
+    SELECT run_id, updated_at, parent_run_id FROM (
+        (SELECT run_id, updated_at, parent_run_id FROM durable_run
+         WHERE status = 'succeeded' AND updated_at < %(cutoff)s
+           AND (updated_at, run_id) > (%(after_at)s, %(after_id)s)
+         ORDER BY updated_at, run_id LIMIT %(limit)s)
+        UNION ALL
+        (SELECT run_id, updated_at, parent_run_id FROM durable_run
+         WHERE status = 'failed' AND updated_at < %(cutoff)s
+           AND (updated_at, run_id) > (%(after_at)s, %(after_id)s)
+         ORDER BY updated_at, run_id LIMIT %(limit)s)
+        UNION ALL
+        (SELECT run_id, updated_at, parent_run_id FROM durable_run
+         WHERE status = 'cancelled' AND updated_at < %(cutoff)s
+           AND (updated_at, run_id) > (%(after_at)s, %(after_id)s)
+         ORDER BY updated_at, run_id LIMIT %(limit)s)
+        ORDER BY updated_at, run_id
+        LIMIT %(limit)s
+    ) oldest
+),
+roots AS (
+    -- Children are deleted with their tree, never on their own.
+    SELECT run_id FROM candidates
+    WHERE parent_run_id IS NULL
+       OR NOT EXISTS (SELECT 1 FROM durable_run p WHERE p.run_id = candidates.parent_run_id)
+),
+tree AS (
+    SELECT run_id AS root, run_id FROM roots
+    UNION ALL
+    SELECT tree.root, c.run_id FROM durable_run c JOIN tree ON c.parent_run_id = tree.run_id
+),
+blocked AS (
+    SELECT DISTINCT tree.root FROM tree JOIN durable_run d USING (run_id)
+    WHERE d.status IN ('pending', 'running', 'waiting') OR d.updated_at >= %(cutoff)s
+),
+locked AS (
+    -- Re-read each member as it is locked: a resume may have just made one live again.
+    SELECT tree.root, d.run_id FROM durable_run d JOIN tree USING (run_id)
+    WHERE tree.root NOT IN (SELECT root FROM blocked)
+      AND d.status IN ('succeeded', 'failed', 'cancelled') AND d.updated_at < %(cutoff)s
+    FOR UPDATE OF d SKIP LOCKED
+),
+members AS (SELECT root, count(*) AS total FROM tree GROUP BY root),
+held AS (SELECT root, count(*) AS total, array_agg(run_id) AS run_ids FROM locked GROUP BY root)
+SELECT (SELECT coalesce(array_agg(run_id), '{}') FROM (
+            SELECT unnest(held.run_ids) AS run_id FROM held JOIN members USING (root)
+            WHERE held.total = members.total) whole),
+       (SELECT updated_at FROM candidates ORDER BY updated_at DESC, run_id DESC LIMIT 1),
+       (SELECT run_id FROM candidates ORDER BY updated_at DESC, run_id DESC LIMIT 1)
+"""
+
+# Delete locked finished trees with their journal and signals (a statement after the locks).
+DELETE_RUNS = """
+WITH steps AS (DELETE FROM durable_step WHERE run_id = ANY(%(run_ids)s::text[])),
+signals AS (DELETE FROM durable_signal WHERE run_id = ANY(%(run_ids)s::text[])),
+deleted AS (DELETE FROM durable_run WHERE run_id = ANY(%(run_ids)s::text[]) RETURNING 1)
+SELECT count(*) FROM deleted
+"""
+
+_EPOCH = datetime.fromisoformat("1970-01-01T00:00:00+00:00")
+
+
+def purge_batch(cutoff: datetime, limit: int, after: tuple | None):
+    """Delete one batch of whole finished trees; returns (runs deleted, keyset position or None)."""
+    after_at, after_id = after or (_EPOCH, "")
+
+    def work():
+        with cursor() as cur:
+            cur.execute(LOCK_BATCH, {"cutoff": cutoff, "limit": limit, "after_at": after_at, "after_id": after_id})
+            doomed, last_at, last_id = cur.fetchone()
+            deleted = 0
+            if doomed:
+                cur.execute(DELETE_RUNS, {"run_ids": doomed})
+                deleted = cur.fetchone()[0]
+        return deleted, (None if last_at is None else (last_at, last_id))
+
+    return in_transaction(work)

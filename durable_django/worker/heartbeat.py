@@ -1,0 +1,90 @@
+"""The heartbeat thread: renews every held lease in one statement, and carries cancel requests back.
+
+A run that is no longer this worker's stops its attempt. When renewals keep
+failing for two thirds of a lease, every lease is treated as lost: another
+worker may take the runs over once they expire, so this one must write
+nothing more. Nothing the thread meets may end it: an unexpected error is
+logged and the next beat comes as usual.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from django.db import DatabaseError
+
+from ..conf import durable_settings
+from ..engine import lifecycle
+from ..engine.attempt import Attempt
+from .slots import SlotPool
+
+logger = logging.getLogger("durable_django.worker")
+
+
+class Heartbeat(threading.Thread):
+    """Renews the leases of the pool's attempts every ``heartbeat_seconds`` until ``halt`` is set.
+
+    Args:
+        pool: the worker's held attempts.
+        halt: set when the worker shuts down.
+        on_database: told whether the database answered (True) or could not be reached (False).
+    """
+
+    def __init__(self, pool: SlotPool, halt: threading.Event, on_database: Callable[[bool], None]):
+        super().__init__(name="durable-heartbeat", daemon=True)
+        self.pool = pool
+        self.halt = halt
+        self.on_database = on_database
+        self._last_renewal = time.monotonic()
+
+    def run(self) -> None:
+        while not self.halt.wait(durable_settings.heartbeat_seconds):
+            try:
+                self.beat()
+            except Exception:  # noqa: BLE001 - the heartbeat must outlive any bug in one beat
+                logger.exception("heartbeat: unexpected error; carrying on")
+
+    def beat(self) -> None:
+        """Renew once, and act on what the renewal says of each held run."""
+        attempts = self.pool.held()
+        if not attempts:
+            self._last_renewal = time.monotonic()
+            return
+        try:
+            renewals = lifecycle.renew(attempts)
+        except DatabaseError as exc:
+            lifecycle.reset_connection()
+            self.on_database(not lifecycle.database_unreachable(exc))
+            if time.monotonic() - self._last_renewal > durable_settings.LEASE_SECONDS * 2 / 3:
+                logger.warning("heartbeat failing for 2/3 of a lease (%s): treating leases as lost", exc)
+                for attempt in attempts:
+                    attempt.stop(lost=True)
+            return
+        self._last_renewal = time.monotonic()
+        self.on_database(True)
+        gone = []
+        for attempt in attempts:
+            renewal = renewals.get(attempt.held)
+            if renewal is None or not renewal.held:
+                gone.append(attempt)
+            elif renewal.cancel_requested and attempt.begin_cancel():
+                self._cancel(attempt)
+        for attempt in gone:
+            if attempt.started:
+                logger.warning("run %s: lease lost; stopping its attempt", attempt.run.run_id)
+            attempt.stop(lost=True)
+        # Prefetched runs that are no longer ours (cancelled while they waited) are simply dropped.
+        self.pool.forget([attempt for attempt in gone if not attempt.started])
+
+    def _cancel(self, attempt: Attempt) -> None:
+        try:
+            landed = lifecycle.cancel_held(attempt)
+        except DatabaseError:
+            lifecycle.reset_connection()
+            return
+        if landed:
+            logger.info("run %s cancelled at heartbeat; stopping its attempt", attempt.run.run_id)
+            attempt.stop(cancelled=True, lost=True)
