@@ -13,6 +13,7 @@ import inspect
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
+from .. import faults
 from ..exceptions import Cancelled, InvalidInput, StepResultNotSerializable, Suspended
 from ..journal_ids import StepId
 from ..store import journal as journal_store
@@ -132,10 +133,12 @@ class Context(RunFacts):
             with self._attempt.pivot():
                 with self._attempt.user_code():
                     value = fn()
+                faults.reach("step.returned")
                 with self._attempt.engine_code():
                     return self._record(sid, name, value, pivot)
         with self._attempt.user_code():
             value = fn()
+        faults.reach("step.returned")
         with self._attempt.engine_code():
             return self._record(sid, name, value, pivot)
 

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from django.db import DatabaseError
+from django.db import DatabaseError, connections
 
 from ..conf import durable_settings
 from ..engine import lifecycle
@@ -41,11 +41,14 @@ class Heartbeat(threading.Thread):
         self._last_renewal = time.monotonic()
 
     def run(self) -> None:
-        while not self.halt.wait(durable_settings.heartbeat_seconds):
-            try:
-                self.beat()
-            except Exception:  # noqa: BLE001 - the heartbeat must outlive any bug in one beat
-                logger.exception("heartbeat: unexpected error; carrying on")
+        try:
+            while not self.halt.wait(durable_settings.heartbeat_seconds):
+                try:
+                    self.beat()
+                except Exception:  # noqa: BLE001 - the heartbeat must outlive any bug in one beat
+                    logger.exception("heartbeat: unexpected error; carrying on")
+        finally:
+            connections.close_all()
 
     def beat(self) -> None:
         """Renew once, and act on what the renewal says of each held run."""

@@ -175,3 +175,35 @@ def pivot_parent(ctx, input):
 @durable_function("tests.pivot_grandparent")
 def pivot_grandparent(ctx, input):
     return ctx.wait_for_result("wait", ctx.spawn("spawn", "tests.pivot_parent", {}))
+
+
+@durable_function("tests.nul_output", retry=FAST_RETRY)
+def nul_output(ctx, input):
+    effects.record("nul-output-attempt", str(ctx.attempt))
+    return {"text": "before\x00after"}
+
+
+@durable_function("tests.nul_error")
+def nul_error(ctx, input):
+    raise ValueError("a message with a NUL: \x00 in it")
+
+
+@durable_function("tests.nul_step")
+def nul_step(ctx, input):
+    return ctx.step("poison", lambda: "nul\x00")
+
+
+@durable_function("tests.atomic_handler")
+def atomic_handler(ctx, input):
+    from django.db import transaction
+
+    with transaction.atomic():
+        ctx.step("inside", lambda: "value")
+        ctx.sleep_for("nap", 60)  # a suspension inside the handler's transaction could roll back its own record
+    return "woke"
+
+
+@durable_function("tests.async_fails", retry=RetryPolicy(max_attempts=1))
+async def async_fails(ctx, input):
+    await ctx.step("first", lambda: 1)
+    raise RuntimeError("async failure on purpose")

@@ -1,0 +1,29 @@
+"""Named points in the engine where a test may act, to put a race or a crash exactly where it matters.
+
+The engine calls ``reach(point)`` at each; with nothing injected that is one
+dictionary lookup. Points: ``step.returned`` (a step's function has returned,
+its value is not journalled yet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+_hooks: dict[str, Callable[[], None]] = {}
+
+
+def reach(point: str) -> None:
+    hook = _hooks.get(point)
+    if hook is not None:
+        hook()
+
+
+@contextmanager
+def injected(point: str, hook: Callable[[], None]) -> Iterator[None]:
+    """Call ``hook`` each time the engine reaches ``point``, inside the block."""
+    _hooks[point] = hook
+    try:
+        yield
+    finally:
+        _hooks.pop(point, None)
