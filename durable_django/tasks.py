@@ -264,7 +264,7 @@ def task_error(exception_class_path: str, traceback: str) -> TaskError:
 def cancellation_error(run: Run) -> TaskError:
     """The error a cancelled run reports: Django's tasks know no cancelled status."""
     when = f" (requested at {run.cancel_requested_at.isoformat()})" if run.cancel_requested_at else ""
-    return task_error(CANCELLED_PATH, f"{CANCELLED_PATH}: run {run.run_id} was cancelled{when}")
+    return task_error(CANCELLED_PATH, f"{CANCELLED_PATH}: run {run.run_id} was cancelled{when}\n")
 
 
 def task_result(task, run: Run, *, backend: str, last_attempted_at: datetime | None, journal: dict) -> TaskResult:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -9,6 +10,11 @@ from typing import Any
 
 from .exceptions import InvalidInput
 from .states import RunStatus
+from .values import integer, seconds
+
+
+def _finite_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -28,18 +34,20 @@ class RetryPolicy:
     jitter: float = 1.0
 
     def __post_init__(self):
-        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
-            raise InvalidInput("RetryPolicy.max_attempts must be an integer >= 1")
-        if self.initial_delay < 0 or self.max_delay < 0:
-            raise InvalidInput("RetryPolicy delays must not be negative")
-        if self.backoff < 1:
-            raise InvalidInput("RetryPolicy.backoff must be >= 1")
-        if not 0 <= self.jitter <= 1:
-            raise InvalidInput("RetryPolicy.jitter must be between 0 and 1")
+        integer(self.max_attempts, what="RetryPolicy.max_attempts", minimum=1)
+        seconds(self.initial_delay, what="RetryPolicy.initial_delay", allow_none=False)
+        seconds(self.max_delay, what="RetryPolicy.max_delay", allow_none=False)
+        if not _finite_number(self.backoff) or self.backoff < 1 or self.backoff > 100:
+            raise InvalidInput(f"RetryPolicy.backoff must be a number between 1 and 100, got {self.backoff!r}")
+        if not _finite_number(self.jitter) or not 0 <= self.jitter <= 1:
+            raise InvalidInput(f"RetryPolicy.jitter must be between 0 and 1, got {self.jitter!r}")
 
     def delay_before_retry(self, failures: int, rng: random.Random | None = None) -> float:
         """Seconds to wait before the retry that follows failure number ``failures``."""
-        base = min(self.initial_delay * self.backoff ** (failures - 1), self.max_delay)
+        try:
+            base = min(self.initial_delay * float(self.backoff) ** (failures - 1), self.max_delay)
+        except OverflowError:  # after enough failures the power outgrows a float: the cap applies
+            base = self.max_delay
         drawn = (rng or random).random()
         return base * (1 - self.jitter) + base * self.jitter * drawn
 

@@ -8,16 +8,21 @@ import re
 import uuid
 from datetime import timedelta
 
+from ..values import MAX_SECONDS
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 def duration(text: str) -> timedelta:
-    """'30d', '12h', '90m', '45s' or plain seconds."""
+    """'30d', '12h', '90m', '45s' or plain seconds, at most MAX_SECONDS."""
     match = _DURATION.match(text)
     if not match:
         raise argparse.ArgumentTypeError(f"invalid duration {text!r}: use e.g. 30d, 12h, 90m or 45s")
-    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+    amount = float(match.group(1)) * _UNITS[match.group(2)]
+    if amount > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"duration {text!r} is too long: at most 100 years")
+    return timedelta(seconds=amount)
 
 
 def positive_int(text: str) -> int:

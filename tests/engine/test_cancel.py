@@ -169,6 +169,35 @@ def test_resume_refuses_live_and_succeeded_runs():
         api.resume(str(uuid.uuid4()))
 
 
+def test_resume_refuses_a_child_whose_parent_has_finished_and_resuming_the_parent_works():
+    parent = api.enqueue("tests.parent", {"child": {"wait_signal": True}})
+    run_until_idle()
+    child_id = api.get_run(parent.run_id).waiting_for.split(":", 1)[1]
+    assert api.cancel(parent.run_id) == CancelOutcome.CANCELLED  # the child is cancelled with it
+    with pytest.raises(InvalidInput, match="which has finished: resume the parent"):
+        api.resume(child_id)
+    assert api.get_run(child_id).status == "cancelled"
+    assert api.resume(parent.run_id).status == "pending"
+    assert api.resume(child_id).status == "pending"  # its parent is live again
+
+
+def test_a_claimed_run_no_slot_started_is_visibly_not_started_and_cancelled_at_once():
+    run = api.enqueue("tests.noop", {})
+    [held] = claim(start_now=0)
+    assert (held.status, held.attempt_started_at, held.started_at) == ("running", None, None)
+    assert api.cancel(run.run_id) == CancelOutcome.CANCELLED
+    assert api.get_run(run.run_id).status == "cancelled"
+
+
+def test_reclaiming_a_dead_workers_runs_counts_a_recovery_only_for_the_one_it_had_started():
+    started, waiting = api.enqueue("tests.noop", {"n": 1}), api.enqueue("tests.noop", {"n": 2})
+    claim(start_now=1, lease_seconds=0.1)
+    time.sleep(0.2)
+    reclaimed = {run.run_id: run for run in claim()}
+    assert reclaimed[started.run_id].recoveries == 1
+    assert reclaimed[waiting.run_id].recoveries == 0
+
+
 def test_a_parent_that_succeeds_cancels_its_unfinished_children():
     parent = api.enqueue("tests.spawn_and_return", {})
     run_until_idle(functions=["tests.spawn_and_return"])

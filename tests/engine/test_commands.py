@@ -45,6 +45,9 @@ def test_signal_cancel_and_resume_commands():
     ("durable_signal", str(uuid.uuid4()), "approval"),
     ("durable_cancel", "x", "--tenant", "not-a-uuid"),
     ("durable_purge", "--older-than", "soon"),
+    ("durable_purge", "--older-than", "99999999999d"),
+    ("durable_cancel", "run\x00id"),
+    ("durable_enqueue", "tests.noop", '{"text": "a\\u0000b"}'),
 ])
 def test_bad_input_or_an_unknown_run_is_a_message_and_a_failure(args):
     with pytest.raises(CommandError):

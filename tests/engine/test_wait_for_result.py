@@ -42,3 +42,23 @@ def test_wait_for_result_returns_a_finished_run_at_once():
     run = api.enqueue("tests.noop", {})
     run_until_idle()
     assert api.wait_for_result(run.run_id, timeout=1).status == "succeeded"
+
+
+def test_waiting_inside_the_transaction_that_enqueued_the_run_is_refused_with_the_reason():
+    from django.db import transaction
+
+    from durable_django.exceptions import InvalidInput
+
+    with transaction.atomic():
+        run = api.enqueue("tests.noop", {})
+        with pytest.raises(InvalidInput, match="enqueued in this transaction, which has not committed"):
+            api.wait_for_result(run.run_id)  # without a timeout it would wait forever
+
+
+def test_waiting_inside_a_transaction_for_a_run_committed_before_it_works():
+    from django.db import transaction
+
+    run = api.enqueue("tests.noop", {"v": 1})
+    run_until_idle()
+    with transaction.atomic():
+        assert api.wait_for_result(run.run_id, timeout=5).output == {"v": 1}

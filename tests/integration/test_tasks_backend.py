@@ -94,6 +94,7 @@ def test_a_failing_task_reads_back_failed_with_its_exception_class_and_traceback
     [error] = result.errors
     assert error.exception_class_path == "builtins.ValueError" and error.exception_class is ValueError
     assert error.traceback.startswith("Traceback") and "ValueError: boom" in error.traceback
+    assert error.traceback.endswith("ValueError: boom\n")  # the newline Django's own backends keep
     assert "def explode" not in error.traceback and "raise ValueError(message)" in error.traceback
     assert result.finished_at is not None
     with pytest.raises(ValueError, match="Task failed"):
@@ -209,6 +210,7 @@ def test_a_pending_task_cancelled_reads_back_failed_with_a_cancellation_error():
     [error] = result.errors
     assert error.exception_class_path == "durable_django.exceptions.Cancelled"
     assert error.exception_class is Cancelled and "cancelled" in error.traceback
+    assert error.traceback.endswith("\n")
     assert result.finished_at is not None and result.attempts == 0
     with pytest.raises(ValueError, match="Task failed"):
         result.return_value

@@ -1,3 +1,4 @@
+import threading
 import time
 from datetime import timedelta
 
@@ -118,3 +119,28 @@ def test_a_batch_landing_lands_held_runs_and_refuses_a_stale_token():
     assert landed == {run.run_id for run in held}
     assert [api.get_run(run.run_id).output for run in held] == [{"n": 0}, {"n": 1}, {"n": 2}]
     assert api.get_run(reclaimed.run_id).status == "running"
+
+
+def test_a_deadlock_inside_a_store_transaction_is_run_again_never_raised():
+    """A real deadlock: two transactions lock two rows in opposite orders; PostgreSQL aborts one, which runs again."""
+    from durable_django.store import db
+
+    first, second = (api.enqueue("tests.noop", {"n": n}).run_id for n in range(2))
+    barrier = threading.Barrier(2)
+    tries = []
+
+    def lock_both(order):
+        def work():
+            tries.append(order)
+            with db.cursor() as cur:
+                cur.execute("SELECT 1 FROM durable_run WHERE run_id = %s FOR UPDATE", [order[0]])
+                if len(tries) <= 2:
+                    barrier.wait(10)
+                cur.execute("SELECT 1 FROM durable_run WHERE run_id = %s FOR UPDATE", [order[1]])
+            return order
+
+        return db.in_transaction(work)
+
+    results = run_in_threads(2, lambda index: lock_both([first, second] if index == 0 else [second, first]))
+    assert sorted(results) == sorted([[first, second], [second, first]])
+    assert len(tries) == 3  # one of them deadlocked once and ran again

@@ -83,6 +83,27 @@ def test_delay_and_available_at_set_when_a_run_becomes_claimable():
     assert scheduled.available_at == at
 
 
+def test_an_idempotency_key_is_never_lost_to_coalescing():
+    """Keys that could not both be kept are refused, so one key never names two runs."""
+    with pytest.raises(InvalidInput, match="either idempotency_key or coalesce_key"):
+        api.enqueue("tests.noop", {}, idempotency_key="K", coalesce_key="C")
+    first = api.enqueue("tests.noop", {}, idempotency_key="K")
+    claim()
+    assert api.enqueue("tests.noop", {}, idempotency_key="K").run_id == first.run_id
+    assert count_runs() == 1
+
+
+def test_a_spawned_childs_key_cannot_be_taken_by_an_ordinary_submit():
+    from durable_django.testing import run_until_idle
+
+    parent = api.enqueue("tests.parent", {"child": {"wait_signal": True}})
+    run_until_idle()
+    child_key = sql("SELECT idempotency_key FROM durable_run WHERE parent_run_id = %s", [parent.run_id])[0][0]
+    with pytest.raises(InvalidInput, match="reserved"):
+        api.enqueue("tests.noop", {}, idempotency_key=child_key.split(":", 1)[1])
+    assert count_runs() == 2
+
+
 def test_json_null_input_and_output_are_stored_as_json_null():
     run = api.enqueue("tests.noop", None)
     assert sql("SELECT input IS NULL, jsonb_typeof(input) FROM durable_run WHERE run_id = %s", [run.run_id]) == [
@@ -101,6 +122,18 @@ def test_json_null_input_and_output_are_stored_as_json_null():
     (lambda: api.enqueue("tests.noop", {}, idempotency_key=""), InvalidInput),
     (lambda: api.list_runs(cursor="not-a-cursor"), InvalidInput),
     (lambda: api.get_run("x", tenant_id="not-a-uuid"), InvalidInput),
+    (lambda: api.enqueue("tests.noop", {}, delay=float("inf")), InvalidInput),
+    (lambda: api.enqueue("tests.noop", {}, delay=float("nan")), InvalidInput),
+    (lambda: api.enqueue("tests.noop", {}, delay=1e300), InvalidInput),
+    (lambda: api.enqueue("tests.noop", {}, delay=timedelta.max), InvalidInput),
+    (lambda: api.enqueue("tests.noop", {}, delay=10**400), InvalidInput),
+    (lambda: api.enqueue("tests.noop", {}, idempotency_key="k", coalesce_key="c"), InvalidInput),
+    (lambda: api.enqueue("tests.noop", {}, idempotency_key="spawn:run:v1:child:0"), InvalidInput),
+    (lambda: api.enqueue("tests.noop", {}, coalesce_key="schedule:nightly:2030-01-01"), InvalidInput),
+    (lambda: api.enqueue("tests.noop", {}, version=0), InvalidInput),
+    (lambda: api.enqueue("tests.noop", {}, version=True), InvalidInput),
+    (lambda: api.purge_finished(older_than=float("inf")), InvalidInput),
+    (lambda: api.purge_finished(older_than=timedelta.max), InvalidInput),
 ])
 def test_bad_input_raises_a_typed_error_and_writes_nothing(call, error):
     with pytest.raises(error):
