@@ -226,3 +226,18 @@ def _test_db_name():
     from django.db import connection
 
     return connection.settings_dict["NAME"]
+
+
+def test_a_busy_worker_never_holds_a_run_back_from_an_idle_one(workers):
+    """A worker whose attempts were short claims ahead of its slot; when one attempt turns long, the run it
+    claimed ahead goes to an idle worker within a claim round, not after the long attempt."""
+    warm_up = [api.enqueue("tests.noop", {"n": n}) for n in range(40)]
+    busy = workers.start("--concurrency", "1", DURABLE_TEST_POLL_SECONDS="60")
+    wait_until(lambda: all(status(run.run_id) == "succeeded" for run in warm_up), message="the warm-up runs")
+    long_runs = [api.enqueue("tests.slow", {"seconds": 60, "tag": tag}) for tag in ("a", "b")]
+    wait_until(lambda: effects.exists("slow-started-a"), message="the first long run to start")
+    idle = workers.start("--concurrency", "1", DURABLE_TEST_POLL_SECONDS="60")
+    # Held back behind the first, the second would start after 60s.
+    wait_until(lambda: effects.exists("slow-started-b"), timeout=20, message="the second long run to start")
+    assert {api.get_run(run.run_id).worker_id.rsplit(":", 2)[1] for run in long_runs} == {
+        str(busy.pid), str(idle.pid)}

@@ -207,3 +207,14 @@ def atomic_handler(ctx, input):
 async def async_fails(ctx, input):
     await ctx.step("first", lambda: 1)
     raise RuntimeError("async failure on purpose")
+
+
+@durable_function("tests.counted_steps")
+def counted_steps(ctx, input):
+    """Each step's function records one line per execution, so a test can count re-executions."""
+    def work(index):
+        effects.record(f"counted-{ctx.run_id}", str(index))
+        time.sleep(input.get("pause", 0))
+        return index
+
+    return sum(ctx.step("s", lambda i=i: work(i), occurrence=i) for i in range(input["steps"]))
