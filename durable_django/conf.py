@@ -21,6 +21,8 @@ class DurableSettings:
     PREPARED_STATEMENTS = True
     # How often the worker logs its summary line.
     SUMMARY_SECONDS = 60.0
+    # How often a worker looks for stranded runs and repairs them (one worker at a time does).
+    RECONCILE_SECONDS = 60.0
 
     def __getattribute__(self, name):
         if name.isupper():

@@ -47,6 +47,10 @@ class OutputNotStored(DurableError):
     """The database refused to store a run's output; the run fails rather than poison its worker."""
 
 
+class RecoveriesExhausted(DurableError):
+    """A run's workers kept dying (or vanished) until MAX_RECOVERIES ran out; it fails rather than loop."""
+
+
 class DuplicateRegistration(ImproperlyConfigured):
     """One (name, version) was registered twice with different callables."""
 

@@ -106,9 +106,12 @@ class Run(models.Model):
             ),
             # Sleeps and waits whose deadline passed, and leases that expired.
             models.Index(fields=["available_at"], condition=Q(status=RunStatus.WAITING), name="durable_run_due_waits"),
+            # The reconciler walks every waiting run in id order, a bounded chunk per pass.
+            models.Index(fields=["run_id"], condition=Q(status=RunStatus.WAITING), name="durable_run_waiting"),
             models.Index(fields=["leased_until"], condition=Q(status=RunStatus.RUNNING), name="durable_run_leases"),
-            # Cascades and purge walk a run's children.
-            models.Index(fields=["parent_run_id"], condition=Q(parent_run_id__isnull=False), name="durable_run_children"),
+            # Cascades and purge walk a run's children; the reconciler walks all children in this order.
+            models.Index(fields=["parent_run_id", "run_id"], condition=Q(parent_run_id__isnull=False),
+                         name="durable_run_children"),
             # The admin finds runs by coalesce key after they were claimed too (the unique index
             # above holds only unclaimed pending runs).
             models.Index(fields=["coalesce_key"], condition=Q(coalesce_key__isnull=False), name="durable_run_coalesce_key"),

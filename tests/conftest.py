@@ -16,6 +16,23 @@ def effects_dir(tmp_path, monkeypatch):
     return directory
 
 
+@pytest.fixture(autouse=True)
+def no_stranded_runs(request):
+    """After every test that commits, no run may be in a state that must not exist (the reconciler's view).
+
+    A test that builds such states on purpose says so with ``@pytest.mark.strands``.
+    """
+    marker = request.node.get_closest_marker("django_db")
+    if marker is None or not marker.kwargs.get("transaction") or request.node.get_closest_marker("strands"):
+        yield
+        return
+    request.getfixturevalue("transactional_db")
+    yield
+    from durable_django.engine.reconciler import Reconciler
+
+    assert Reconciler().stranded() == []
+
+
 class WorkerProcesses:
     """Real `manage.py durable_worker` subprocesses, killed at teardown whatever happened."""
 

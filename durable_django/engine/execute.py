@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from django.db import connections
 
 from ..conf import durable_settings
-from ..exceptions import Cancelled, InvalidInput, LeaseLost, Suspended, UnknownFunction
+from ..exceptions import Cancelled, InvalidInput, LeaseLost, RecoveriesExhausted, Suspended, UnknownFunction
 from ..registry import registry
 from ..store import landing
 from ..store.db import connection
@@ -86,9 +86,9 @@ def execute(attempt: Attempt, *, land_success=complete_now) -> Outcome:
         # Cancel requested while nobody held it (its worker died): land it without calling the body.
         return _cancel(attempt)
     if attempt.recovered and run.recoveries > durable_settings.MAX_RECOVERIES:
-        return fail_attempt(attempt, RuntimeError(
+        return fail_attempt(attempt, RecoveriesExhausted(
             f"run was reclaimed {run.recoveries} times after its worker died "
-            f"(MAX_RECOVERIES={durable_settings.MAX_RECOVERIES}); it may be killing its worker"
+            f"(MAX_RECOVERIES={durable_settings.MAX_RECOVERIES}); it may be killing its worker", run_id=run.run_id,
         ), final=True, counts=False)
     try:
         handler = registry.resolve(run.name, run.version)

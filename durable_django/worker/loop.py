@@ -35,6 +35,7 @@ from ..engine.execute import Outcome
 from ..registry import registry
 from .heartbeat import Heartbeat
 from .listener import Listener
+from .reconciler import ReconcilerThread
 from .slots import PREFETCH_HOLD_SECONDS, SlotPool
 
 logger = logging.getLogger("durable_django.worker")
@@ -59,6 +60,8 @@ class WorkerOptions:
 class Stats:
     claimed: int = 0
     outcomes: dict[str, int] = field(default_factory=dict)
+    # Runs the reconciler found in a state that must not exist, and repaired.
+    repaired: int = 0
     started: float = field(default_factory=time.monotonic)
 
     def count(self, outcome: Outcome) -> None:
@@ -126,6 +129,8 @@ class Worker:
                                          daemon=True))
         self._start(Heartbeat(self.pool, self._halt, self._on_database))
         self._start(Listener([lifecycle.WAKE_CHANNEL], self._on_notify, self._halt, on_reconnect=self._wake.set))
+        if not self.options.burst:
+            self._start(ReconcilerThread(self._halt, self._count_repairs))
         if self.options.scheduler and not self.options.burst:
             from ..scheduler import SchedulerThread
 
@@ -134,6 +139,11 @@ class Worker:
     def _start(self, thread: threading.Thread) -> None:
         thread.start()
         self._threads.append(thread)
+
+    def _count_repairs(self, repairs) -> None:
+        self.stats.repaired += len(repairs)
+        if repairs:
+            self._wake.set()  # repaired runs may be claimable now
 
     def _on_notify(self, channel: str, payload: str) -> None:
         if self.options.queues is None or payload in self.options.queues:
@@ -316,9 +326,9 @@ class Worker:
         outcomes = self.stats.outcomes
         logger.info(
             "summary: claimed %d, running %d, succeeded %d, failed %d, retrying %d, suspended %d, "
-            "cancelled %d, %.1f runs/s",
+            "cancelled %d, repaired %d, %.1f runs/s",
             self.stats.claimed, self.pool.held_count, outcomes.get("succeeded", 0), outcomes.get("failed", 0),
             outcomes.get("retrying", 0), outcomes.get("suspended", 0), outcomes.get("cancelled", 0),
-            sum(outcomes.values()) / elapsed,
+            self.stats.repaired, sum(outcomes.values()) / elapsed,
         )
 

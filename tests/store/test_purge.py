@@ -46,6 +46,7 @@ def steps_of(pattern):
     return sql("SELECT count(*) FROM durable_step WHERE run_id LIKE %s", [pattern])[0][0]
 
 
+@pytest.mark.strands  # live runs made by SQL under finished parents
 def test_ten_thousand_finished_go_in_batches_and_a_hundred_live_keep_their_steps():
     make_runs("done-", 10_000, statuses=("succeeded", "failed", "cancelled"), steps=2)
     make_runs("live-", 100, statuses=("pending", "running", "waiting"), landed_ago=timedelta(days=3), steps=2)

@@ -28,13 +28,14 @@ SEED_DEFINITIONS = {
         "(tenant_id, next_fire_at) WHERE enabled",
     },
 }
-# What the claim's own order and the cascades add beyond the seed.
+# What the claim's own order, the cascades and the reconciler add beyond the seed.
 OWN_DEFINITIONS = {
     "durable_run": {
         "(priority DESC, created_at) WHERE (status = 'pending'::text)",
         "(available_at) WHERE (status = 'waiting'::text)",
         "(leased_until) WHERE (status = 'running'::text)",
-        "(parent_run_id) WHERE (parent_run_id IS NOT NULL)",
+        "(parent_run_id, run_id) WHERE (parent_run_id IS NOT NULL)",
+        "(run_id) WHERE (status = 'waiting'::text)",
         "(available_at) WHERE ((available_at IS NOT NULL) AND (status = 'pending'::text))",
         "(coalesce_key) WHERE (coalesce_key IS NOT NULL)",
     },

@@ -1,0 +1,149 @@
+"""Statements of the reconciler: find runs in states that must not exist, and repair each under its locks.
+
+Every scan reads a bounded chunk through an index (waiting runs by id,
+children by parent and id, expired leases by expiry) and remembers where it
+stopped, so a pass costs the same on ten runs or ten million. A repair locks
+what it changes (a parent before its child), checks again in a statement of
+its own that the state still holds, and only then changes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..journal_ids import WaitingFor
+from .db import WAKE_CHANNEL, cursor
+from .landing import LOCK_RUN
+
+_TERMINAL = "('succeeded', 'failed', 'cancelled')"
+_LIVE = "('pending', 'running', 'waiting')"
+_CHILD_ID = f"substr(w.waiting_for, {len(WaitingFor.CHILD_PREFIX) + 1})"
+
+# One worker reconciles at a time; a transaction-level lock, so it also holds behind a transaction pooler.
+TRY_LOCK = "SELECT pg_try_advisory_xact_lock(hashtext('durable_django.reconcile'))"
+
+# A waiting run with what could wake it: a deadline, its awaited child's end, a stored signal.
+_WAITING_FACTS = f"""
+SELECT w.run_id, w.waiting_for, w.available_at IS NOT NULL,
+       (SELECT c.status IN {_TERMINAL} FROM durable_run c
+        WHERE c.run_id = {_CHILD_ID} AND c.parent_run_id = w.run_id),
+       EXISTS (SELECT 1 FROM durable_signal s
+               WHERE s.run_id = w.run_id AND w.waiting_for = 'signal:' || s.signal || ':' || s.occurrence)
+FROM durable_run w
+"""
+
+# Waiting runs after a keyset position.
+WAITING_CHUNK = _WAITING_FACTS + """
+WHERE w.status = 'waiting' AND w.run_id > %(after)s
+ORDER BY w.run_id
+LIMIT %(limit)s
+"""
+
+# One waiting run, read again once its lock is held.
+WAITING_ONE = _WAITING_FACTS + "WHERE w.status = 'waiting' AND w.run_id = %(run_id)s"
+
+# Children after a keyset position whose parent has finished while they are still live and
+# not past a pivot (a running one asked to stop already counts as handled).
+ORPHANS_CHUNK = f"""
+WITH chunk AS (
+    SELECT run_id, parent_run_id, status, pivoted_at, cancel_requested_at FROM durable_run
+    WHERE parent_run_id IS NOT NULL AND (parent_run_id, run_id) > (%(after_parent)s, %(after_run)s)
+    ORDER BY parent_run_id, run_id
+    LIMIT %(limit)s
+)
+SELECT chunk.run_id, chunk.parent_run_id,
+       chunk.status IN {_LIVE} AND chunk.pivoted_at IS NULL
+       AND NOT (chunk.status = 'running' AND chunk.cancel_requested_at IS NOT NULL)
+       AND p.status IN {_TERMINAL}
+FROM chunk LEFT JOIN durable_run p ON p.run_id = chunk.parent_run_id
+ORDER BY chunk.parent_run_id, chunk.run_id
+"""
+
+# Runs still running long after their lease expired that no reclaim may run again.
+EXPIRED = """
+SELECT run_id, attempts, parent_run_id, recoveries FROM durable_run
+WHERE status = 'running' AND leased_until < now() - make_interval(secs => %(grace)s::float8)
+  AND recoveries >= %(max_recoveries)s
+ORDER BY leased_until
+LIMIT %(limit)s
+"""
+
+# Wake a waiting run (locked by this transaction) that nothing else can wake.
+WAKE = f"""
+WITH woken AS (
+    UPDATE durable_run SET status = 'pending', waiting_for = NULL, available_at = NULL, updated_at = now()
+    WHERE run_id = %(run_id)s AND status = 'waiting' AND waiting_for IS NOT DISTINCT FROM %(waiting_for)s
+    RETURNING queue
+)
+SELECT pg_notify('{WAKE_CHANNEL}', queue) FROM woken
+"""
+
+SELECT_STATUS = "SELECT status FROM durable_run WHERE run_id = %s"
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingRun:
+    """A waiting run and what could wake it, as one scan saw it."""
+
+    run_id: str
+    waiting_for: str | None
+    has_deadline: bool
+    # Its awaited child has finished (None: it waits for no child of its own).
+    child_finished: bool | None
+    # The signal it waits for is stored.
+    signal_stored: bool
+
+
+def try_lock() -> bool:
+    """Take the reconciler's lock for the caller's transaction, unless another worker holds it."""
+    with cursor() as cur:
+        cur.execute(TRY_LOCK)
+        return cur.fetchone()[0]
+
+
+def waiting_chunk(after: str, limit: int) -> list[WaitingRun]:
+    with cursor() as cur:
+        cur.execute(WAITING_CHUNK, {"after": after, "limit": limit})
+        return [WaitingRun(*row) for row in cur.fetchall()]
+
+
+def orphans_chunk(after: tuple[str, str], limit: int) -> tuple[list[tuple[str, str]], tuple[str, str] | None]:
+    """(live children of finished parents in the chunk, the chunk's last (parent, run) or None at the end)."""
+    with cursor() as cur:
+        cur.execute(ORPHANS_CHUNK, {"after_parent": after[0], "after_run": after[1], "limit": limit})
+        rows = cur.fetchall()
+    orphans = [(run_id, parent_run_id) for run_id, parent_run_id, orphaned in rows if orphaned]
+    return orphans, ((rows[-1][1], rows[-1][0]) if len(rows) == limit else None)
+
+
+def expired(grace_seconds: float, max_recoveries: int, limit: int) -> list[tuple[str, int, str | None, int]]:
+    """(run_id, token, parent_run_id, recoveries) of runs left running long past their lease."""
+    with cursor() as cur:
+        cur.execute(EXPIRED, {"grace": grace_seconds, "max_recoveries": max_recoveries, "limit": limit})
+        return cur.fetchall()
+
+
+def lock_run(run_id: str) -> None:
+    with cursor() as cur:
+        cur.execute(LOCK_RUN, [run_id])
+
+
+def waiting_run(run_id: str) -> WaitingRun | None:
+    """One waiting run as the scan reads it, for a check after its lock (None if it no longer waits)."""
+    with cursor() as cur:
+        cur.execute(WAITING_ONE, {"run_id": run_id})
+        row = cur.fetchone()
+    return WaitingRun(*row) if row else None
+
+
+def wake(run_id: str, waiting_for: str | None) -> bool:
+    with cursor() as cur:
+        cur.execute(WAKE, {"run_id": run_id, "waiting_for": waiting_for})
+        return cur.rowcount > 0
+
+
+def status_of(run_id: str) -> str | None:
+    with cursor() as cur:
+        cur.execute(SELECT_STATUS, [run_id])
+        row = cur.fetchone()
+    return row[0] if row else None

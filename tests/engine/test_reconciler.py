@@ -1,0 +1,135 @@
+"""The reconciler repairs each state that must not exist, logs and counts it, and leaves healthy runs alone.
+
+The engine no longer produces these states, so each test builds one with SQL,
+the way a past bug (or a hand edit) would have left it.
+"""
+
+import logging
+import threading
+
+import pytest
+from django.db import connections, transaction
+
+from durable_django import api
+from durable_django.engine.reconciler import Reconciler
+from durable_django.testing import run_until_idle
+from tests.helpers import sql
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.strands]
+
+
+def waiting_parent_and_child(**child):
+    parent = api.enqueue("tests.parent", {"child": {"wait_signal": True, **child}})
+    run_until_idle(functions=["tests.parent"])
+    waiting = api.get_run(parent.run_id)
+    return parent.run_id, waiting.waiting_for.split(":", 1)[1]
+
+
+def test_a_parent_left_waiting_for_a_finished_child_is_woken_and_finishes(caplog):
+    parent, child = waiting_parent_and_child()
+    # What the landing race used to leave: the child landed, the parent still waits.
+    sql("UPDATE durable_run SET status = 'succeeded', output = '{\"v\": 1}' WHERE run_id = %s", [child])
+    caplog.set_level(logging.WARNING, "durable_django.reconciler")
+    [repair] = Reconciler().run_pass()
+    assert repair.run_id == parent and "has finished" in repair.problem
+    assert f"reconciler: run {parent} waits for child {child}, which has finished" in caplog.text
+    assert api.get_run(parent).status == "pending"
+    run_until_idle()
+    assert api.get_run(parent).output["outcome"] == {"state": "succeeded", "result": {"v": 1}, "error": None}
+    assert Reconciler().run_pass() == [] and Reconciler().stranded() == []
+
+
+def test_a_run_waiting_for_a_signal_already_stored_is_woken():
+    run = api.enqueue("tests.signal_waiter", {})
+    run_until_idle()
+    sql("INSERT INTO durable_signal (run_id, signal, occurrence, value, created_at) "
+        "VALUES (%s, 'approval', 0, '\"yes\"', now())", [run.run_id])
+    assert [repair.run_id for repair in Reconciler().run_pass()] == [run.run_id]
+    run_until_idle()
+    assert api.get_run(run.run_id).output == {"approval": "yes"}
+
+
+@pytest.mark.parametrize("waiting_for, available_at", [("sleep", None), (None, None), ("nonsense", None),
+                                                       ("child:no-such-run", None)])
+def test_a_run_waiting_for_nothing_that_can_wake_it_is_woken(waiting_for, available_at):
+    run = api.enqueue("tests.signal_waiter", {})
+    sql("UPDATE durable_run SET status = 'waiting', waiting_for = %s, available_at = %s WHERE run_id = %s",
+        [waiting_for, available_at, run.run_id])
+    [repair] = Reconciler().run_pass()
+    assert repair.run_id == run.run_id and api.get_run(run.run_id).status == "pending"
+
+
+def test_a_waiting_run_something_can_still_wake_is_left_alone():
+    parent, child = waiting_parent_and_child()
+    sleeper = api.enqueue("tests.sleeper", {"seconds": 3600})
+    run_until_idle(functions=["tests.sleeper"])
+    assert Reconciler().run_pass() == []
+    assert api.get_run(parent).status == "waiting" and api.get_run(sleeper.run_id).status == "waiting"
+
+
+def test_a_live_child_of_a_finished_parent_is_cancelled_unless_past_a_pivot():
+    parent, child = waiting_parent_and_child()
+    sql("UPDATE durable_run SET status = 'succeeded' WHERE run_id = %s", [parent])
+    [repair] = Reconciler().run_pass()
+    assert repair.run_id == child and "cancelled" in repair.action
+    assert api.get_run(child).status == "cancelled"
+
+
+def test_a_run_left_running_past_its_lease_with_no_recovery_left_is_failed(settings):
+    run = api.enqueue("tests.noop", {})
+    sql("UPDATE durable_run SET status = 'running', attempts = 11, recoveries = 10, "
+        "leased_until = now() - interval '1 hour' WHERE run_id = %s", [run.run_id])
+    [repair] = Reconciler().run_pass()
+    failed = api.get_run(run.run_id)
+    assert (failed.status, failed.error_type) == ("failed", "durable_django.exceptions.RecoveriesExhausted")
+    assert repair.action == "failed"
+
+
+def test_the_scans_walk_every_run_in_bounded_chunks_across_passes():
+    waiting = []
+    for _ in range(7):
+        run = api.enqueue("tests.signal_waiter", {})
+        waiting.append(run.run_id)
+    sql("UPDATE durable_run SET status = 'waiting', waiting_for = 'sleep', available_at = NULL")
+    reconciler = Reconciler(chunk=3)
+    repaired = [repair.run_id for _ in range(3) for repair in reconciler.run_pass()]
+    assert sorted(repaired) == sorted(waiting)
+
+
+def test_only_one_worker_reconciles_at_a_time():
+    run = api.enqueue("tests.signal_waiter", {})
+    sql("UPDATE durable_run SET status = 'waiting', waiting_for = NULL WHERE run_id = %s", [run.run_id])
+    holding, release = threading.Event(), threading.Event()
+
+    def hold_the_lock():
+        try:
+            with transaction.atomic():
+                sql("SELECT pg_advisory_xact_lock(hashtext('durable_django.reconcile'))")
+                holding.set()
+                release.wait(30)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold_the_lock)
+    holder.start()
+    assert holding.wait(30)
+    try:
+        assert Reconciler().run_pass() == []  # another worker is reconciling: this one skips its pass
+    finally:
+        release.set()
+        holder.join(30)
+    assert [repair.run_id for repair in Reconciler().run_pass()] == [run.run_id]
+
+
+def test_a_worker_counts_its_repairs_in_its_summary(workers):
+    run = api.enqueue("tests.signal_waiter", {})
+    sql("UPDATE durable_run SET status = 'waiting', waiting_for = NULL WHERE run_id = %s", [run.run_id])
+    from tests.helpers import wait_until
+
+    worker = workers.start("--concurrency", "1", DURABLE_TEST_POLL_SECONDS="1")
+    wait_until(lambda: api.get_run(run.run_id).status == "waiting"
+               and api.get_run(run.run_id).waiting_for == "signal:approval:0", timeout=30,
+               message="the run to be woken, replay and wait again, properly")
+    worker.send_signal(15)
+    assert worker.wait(timeout=30) == 0
+    assert "repaired 1" in workers.output(worker)
