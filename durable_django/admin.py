@@ -31,6 +31,7 @@ from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
+from django.db import transaction
 from django.http import Http404, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.http import urlencode
@@ -39,13 +40,14 @@ from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 
 from . import admin_actions, schedules_api
+from .conf import durable_settings
 from .engine import cron as cron_math
 from .exceptions import InvalidSchedule
 from .models import Run, Schedule, Signal, Step
 from .registry import registry
 from .states import RunStatus
 from .store import overview as overview_store
-from .tenancy import scope, unscope
+from .tenancy import normalize_tenant, scope, unscope
 
 # Display caps on a run's page: its journal, signals and children can be long.
 MAX_JOURNAL_ROWS = 500
@@ -603,7 +605,20 @@ class ScheduleForm(forms.ModelForm):
                 cleaned["cron"] = cron_math.parse(cleaned["cron"], cleaned.get("tz", "UTC")).expression
             except InvalidSchedule as exc:
                 self.add_error("cron", str(exc))
+        # schedule() is an upsert: an add must never become a change (the add permission allows no change).
+        adding = not self.instance.pk and "key" in cleaned and "tenant" in cleaned
+        if adding and Schedule.objects.using(durable_settings.DATABASE).filter(pk=self.stored_id()).exists():
+            self.add_error("key", "A schedule with this id already exists in this tenant; change it on its own page.")
         return cleaned
+
+    def stored_id(self) -> str:
+        """The id the schedule is stored under: the key scoped by its tenant."""
+        tenant = self.cleaned_data["tenant"]
+        return scope(self.cleaned_data["key"], normalize_tenant(tenant), what="schedule_id")
+
+
+class ScheduleTaken(Exception):
+    """A schedule with the id being added was created after the add form was validated."""
 
 
 def next_fire_in_zone(schedule: Schedule) -> str:
@@ -682,13 +697,27 @@ class ScheduleAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         data = form.cleaned_data
         tenant = str(data["tenant"]) if data.get("tenant") else None
-        stored = schedules_api.schedule(
-            data["key"], data["name"], data["cron"], input=data["input"], tz=data["tz"], tenant_id=tenant,
-            enabled=data["enabled"],
-        )
-        fresh = Schedule.objects.get(pk=scope(stored.schedule_id, stored.tenant_id, what="schedule_id"))
+        with transaction.atomic(using=durable_settings.DATABASE):
+            stored = schedules_api.schedule(
+                data["key"], data["name"], data["cron"], input=data["input"], tz=data["tz"], tenant_id=tenant,
+                enabled=data["enabled"],
+            )
+            # A row this statement inserted was created and updated at this transaction's now(); an older
+            # created_at means the upsert replaced a schedule added since the form was validated: undo it.
+            if not change and stored.created_at != stored.updated_at:
+                raise ScheduleTaken(f"A schedule {data['key']!r} was added in this tenant meanwhile; "
+                                    "nothing was saved.")
+        fresh = Schedule.objects.get(pk=form.stored_id())
         for field in Schedule._meta.concrete_fields:
             setattr(obj, field.attname, getattr(fresh, field.attname))
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        """The add or change page; an add undone by ``save_model`` is reported back on the add page."""
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except ScheduleTaken as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
 
     def save_related(self, request, form, formsets, change):
         """A schedule has no related objects; ``save_model`` wrote everything there is."""

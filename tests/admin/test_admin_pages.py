@@ -6,11 +6,13 @@ checked by reading the run back through the client API afterwards.
 
 import json
 import re
+import threading
 
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.admin.utils import quote
-from django.db import connection
+from django.db import connection, transaction
+from django.db import connections as db_connections
 from django.test.utils import CaptureQueriesContext
 
 from durable_django import api, schedules_api
@@ -19,7 +21,7 @@ from durable_django.registry import registry
 from durable_django.store import overview as overview_store
 from durable_django.testing import run_until_idle
 from tests.admin.conftest import TENANT, status_of
-from tests.helpers import ROOT, sql
+from tests.helpers import ROOT, sql, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -437,6 +439,52 @@ def test_adding_a_schedule_validates_cron_and_zone_and_writes_nothing_when_inval
     stored = schedules_api.get_schedule("hourly", tenant_id=TENANT)
     assert (stored.name, stored.cron, stored.tz, stored.input, stored.enabled) == (
         "tests.noop", "0 * * * *", "Asia/Tokyo", {"a": 1}, True)
+
+
+@pytest.mark.parametrize("source", ["api", "settings"])
+def test_adding_an_existing_schedule_id_is_refused_and_writes_nothing(nightly, staff_client, source):
+    sql("UPDATE durable_schedule SET source = %s WHERE schedule_id = ':nightly'", [source])
+    before = sql("SELECT * FROM durable_schedule")
+    adder = staff_client("view_schedule", "add_schedule")
+    response = adder.post(f"{SCHEDULES}add/", {"key": "nightly", "name": "tests.noop", "cron": "* * * * *",
+                                               "tz": "UTC", "input": '{"report": "replaced"}', "enabled": "on"})
+    assert response.status_code == 200
+    assert "already exists in this tenant" in response.context["adminform"].form.errors["key"][0]
+    assert sql("SELECT * FROM durable_schedule") == before
+    # The same id in another tenant is another schedule.
+    other = adder.post(f"{SCHEDULES}add/", {"key": "nightly", "tenant": TENANT, "name": "tests.noop",
+                                            "cron": "* * * * *", "tz": "UTC", "input": "", "enabled": "on"})
+    assert other.status_code == 302 and schedules_api.get_schedule("nightly", tenant_id=TENANT).cron == "* * * * *"
+    assert sql("SELECT * FROM durable_schedule WHERE schedule_id = ':nightly'") == before
+
+
+def test_an_add_racing_another_add_of_the_same_id_writes_nothing(admin_client):
+    """The other add commits after this one's form was validated: the upsert would replace it, so it is undone."""
+    responses = []
+
+    def add_from_the_admin():
+        try:
+            responses.append(admin_client.post(f"{SCHEDULES}add/", {
+                "key": "nightly", "name": "tests.noop", "cron": "* * * * *", "tz": "UTC", "input": "",
+                "enabled": "on"}))
+        finally:
+            db_connections.close_all()
+
+    with transaction.atomic():
+        schedules_api.schedule("nightly", "tests.noop", "30 2 * * *")
+        adder = threading.Thread(target=add_from_the_admin)
+        adder.start()
+        # The admin's validation saw no such schedule; its insert now waits for this transaction.
+        wait_until(lambda: sql("SELECT pg_stat_clear_snapshot()") is not None and sql(
+                       "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                       "AND query LIKE '%%INSERT INTO durable_schedule%%'")[0][0] == 1,
+                   message="the admin's insert to wait for the uncommitted schedule")
+    adder.join(timeout=30)
+    [response] = responses
+    assert response.status_code == 302 and response.url == f"{SCHEDULES}add/"
+    messages = [str(message) for message in admin_client.get(SCHEDULES).context["messages"]]
+    assert any("was added in this tenant meanwhile; nothing was saved" in message for message in messages)
+    assert schedules_api.get_schedule("nightly").cron == "30 2 * * *"
 
 
 def test_changing_a_schedule_goes_through_the_api_and_keeps_its_identity(nightly, admin_client):
