@@ -42,7 +42,7 @@ from django.utils.html import format_html, format_html_join
 from . import admin_actions, schedules_api
 from .conf import durable_settings
 from .engine import cron as cron_math
-from .exceptions import InvalidSchedule
+from .exceptions import InvalidSchedule, UnknownFunction
 from .models import Run, Schedule, Signal, Step
 from .registry import registry
 from .states import RunStatus
@@ -588,6 +588,18 @@ class ScheduleForm(forms.ModelForm):
             )
             self.fields["key"].disabled = True
             self.fields["tenant"].disabled = True
+
+    def clean_name(self):
+        # A stored schedule may name a function this web process does not register; schedule() would refuse it.
+        name = self.cleaned_data["name"]
+        try:
+            registry.newest(name)
+        except UnknownFunction:
+            raise forms.ValidationError(
+                f"No function {name!r} is registered in this web process, so this schedule cannot be saved here "
+                "(it can still be enabled and disabled)."
+            ) from None
+        return name
 
     def clean_tz(self):
         tz = self.cleaned_data["tz"].strip()

@@ -500,6 +500,17 @@ def test_changing_a_schedule_goes_through_the_api_and_keeps_its_identity(nightly
     assert schedules_api.get_schedule("renamed") is None
 
 
+def test_editing_a_schedule_of_a_function_this_process_lacks_is_a_form_error(nightly, admin_client):
+    sql("UPDATE durable_schedule SET name = 'elsewhere.report' WHERE schedule_id = ':nightly'")
+    before = sql("SELECT * FROM durable_schedule")
+    response = admin_client.post(schedule_url(":nightly"), {"name": "elsewhere.report", "cron": "0 6 * * *",
+                                                            "tz": "UTC", "input": "", "enabled": "on"})
+    assert response.status_code == 200
+    error = response.context["adminform"].form.errors["name"][0]
+    assert "No function 'elsewhere.report' is registered in this web process" in error
+    assert sql("SELECT * FROM durable_schedule") == before
+
+
 def test_enable_disable_and_fire_now_are_confirmed_actions(nightly, admin_client):
     confirmation = admin_client.post(SCHEDULES, {"action": "disable_schedules", "_selected_action": [":nightly"],
                                                  "index": "0"})
