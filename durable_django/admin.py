@@ -26,6 +26,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
@@ -252,6 +253,27 @@ class ParentFilter(admin.SimpleListFilter):
         return queryset.filter(parent_run_id=self.value()) if self.value() else queryset
 
 
+class DurableModelAdmin(admin.ModelAdmin):
+    """What the runs and schedules admins share: no NUL character is ever sent to PostgreSQL.
+
+    PostgreSQL text cannot hold NUL, so a value with one names no record and the
+    database refuses it with an error: an object URL with one is a 404, and a
+    filter, search or selection with one is an invalid lookup.
+    """
+
+    def get_object(self, request, object_id, from_field=None):
+        if "\x00" in object_id:
+            raise Http404("no record has an id with a NUL character")
+        return super().get_object(request, object_id, from_field)
+
+    def get_changelist_instance(self, request):
+        values = [value for _, values in request.GET.lists() for value in values]
+        values += request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        if any("\x00" in value for value in values):
+            raise IncorrectLookupParameters("a filter, search or selection holds a NUL character")
+        return super().get_changelist_instance(request)
+
+
 def operation_action(operations: dict, key: str, noun: str):
     """The bulk action of one run or schedule operation, confirmed on an intermediate page."""
     operation = operations[key]
@@ -265,7 +287,7 @@ def operation_action(operations: dict, key: str, noun: str):
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(DurableModelAdmin):
     list_display = ("run_id", "colored_status", "function", "attempts_display", "age", "lease", "waiting",
                     "tenant", "created")
     list_filter = ("status", FunctionFilter, TenantFilter, ("created_at", admin.DateFieldListFilter), ParentFilter)
@@ -644,7 +666,7 @@ def next_fire_in_zone(schedule: Schedule) -> str:
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(admin.ModelAdmin):
+class ScheduleAdmin(DurableModelAdmin):
     form = ScheduleForm
     fields = ("key", "tenant", "name", "cron", "tz", "input", "enabled")
     list_display = ("key", "name", "cron", "zone", "next_fire", "enabled", "tenant", "source",

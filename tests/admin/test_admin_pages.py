@@ -583,3 +583,55 @@ def test_an_action_over_too_many_runs_is_refused_whole(example_runs, admin_clien
     messages = [str(message) for message in admin_client.get(RUNS).context["messages"]]
     assert any(f"Select at most {MAX_ACTION_TARGETS} runs" in message for message in messages)
     assert sql("SELECT count(*) FROM durable_run WHERE status = 'cancelled'") == [(0,)]
+
+
+# -- NUL characters --------------------------------------------------------
+# PostgreSQL text cannot hold NUL: a value with one names nothing, and must never reach the database.
+
+NUL_OBJECT_URLS = [f"{RUNS}%00/{suffix}" for suffix in ("change/", "history/", "delete/", "cancel/", "resume/",
+                                                         "retry/", "signal/")]
+NUL_OBJECT_URLS += [f"{RUNS}RUN%00/change/", f"{RUNS}RUN%00/cancel/"]
+NUL_OBJECT_URLS += [f"{SCHEDULES}%00/{suffix}" for suffix in ("change/", "history/", "delete/", "fire/")]
+
+
+@pytest.fixture
+def pending_run(transactional_db) -> str:
+    return api.enqueue("tests.noop", {"nul": "tests"}).run_id
+
+
+NUL_LOOKUPS = [(RUNS, query) for query in ("parent=%00", "parent=RUN%00", "tenant=%00", "function=tests.noop%00",
+                                            "status__exact=%00", "q=%00", "q=RUN%00", "status__exact=failed&p=%00")]
+NUL_LOOKUPS += [(SCHEDULES, query) for query in ("function=%00", "source__exact=%00", "q=nightly%00")]
+
+
+def test_a_nul_in_an_object_url_is_a_404(pending_run, admin_client):
+    for url in (url.replace("RUN", pending_run) for url in NUL_OBJECT_URLS):
+        assert admin_client.get(url).status_code == 404, url
+        assert admin_client.post(url, {"confirm": "yes", "post": "yes"}).status_code == 404, url
+    assert status_of(pending_run) == "pending"
+
+
+def test_a_nul_in_a_filter_or_search_is_an_invalid_lookup(pending_run, admin_client):
+    for listing, query in NUL_LOOKUPS:
+        response = admin_client.get(f"{listing}?{query.replace('RUN', pending_run)}")
+        assert (response.status_code, response.get("Location")) == (302, f"{listing}?e=1"), query
+    assert admin_client.get(f"{RUNS}?e=1").status_code == 200
+
+
+def test_a_nul_in_a_selection_is_an_invalid_lookup_and_changes_nothing(pending_run, admin_client):
+    other = api.enqueue("tests.noop", {"other": True}).run_id
+    response = confirm_bulk(admin_client, "cancel_runs", [other, f"{pending_run}\x00"])
+    assert response.status_code == 302 and response.url == f"{RUNS}?e=1"
+    assert status_of(other) == "pending" and status_of(pending_run) == "pending"
+
+
+@pytest.mark.parametrize("value", ['"\\u0000"', '{"a": ["ok", "b\\u0000"]}', '{"k\\u0000": 1}'])
+def test_a_nul_in_a_json_form_value_is_a_form_error(pending_run, admin_client, value):
+    signal = admin_client.post(run_url(pending_run, "signal/"),
+                               {"confirm": "yes", "signal": "approval", "occurrence": "0", "value": value})
+    assert signal.status_code == 200 and signal.context["form"].errors["value"]
+    assert not sql("SELECT * FROM durable_signal")
+    added = admin_client.post(f"{SCHEDULES}add/", {"key": "nul", "name": "tests.noop", "cron": "* * * * *",
+                                                  "tz": "UTC", "input": value, "enabled": "on"})
+    assert added.status_code == 200 and added.context["adminform"].form.errors["input"]
+    assert not Schedule.objects.exists()
