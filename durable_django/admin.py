@@ -254,12 +254,17 @@ class ParentFilter(admin.SimpleListFilter):
 
 
 class DurableModelAdmin(admin.ModelAdmin):
-    """What the runs and schedules admins share: no NUL character is ever sent to PostgreSQL.
+    """What the runs and schedules admins share: the durable alias, and no NUL character sent to PostgreSQL.
 
+    Every read goes to ``DURABLE["DATABASE"]`` whatever the routers say: the
+    tables live there, and the API the admin writes through uses that alias.
     PostgreSQL text cannot hold NUL, so a value with one names no record and the
     database refuses it with an error: an object URL with one is a 404, and a
     filter, search or selection with one is an invalid lookup.
     """
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).using(durable_settings.DATABASE)
 
     def get_object(self, request, object_id, from_field=None):
         if "\x00" in object_id:
@@ -356,9 +361,10 @@ class RunAdmin(DurableModelAdmin):
         # The term itself too, so a key typed with its stored prefix is found as well.
         stored_keys = [term, *(f"{prefix}:{term}" for prefix in prefixes)]
         # Separate lookups so each uses its own index (an OR across them would scan the table).
-        matches = set(Run.objects.filter(run_id=term).values_list("pk", flat=True))
-        matches.update(Run.objects.filter(idempotency_key__in=stored_keys).values_list("pk", flat=True))
-        coalesced = Run.objects.filter(coalesce_key__in=stored_keys).values_list("pk", flat=True)
+        runs = Run.objects.using(durable_settings.DATABASE)
+        matches = set(runs.filter(run_id=term).values_list("pk", flat=True))
+        matches.update(runs.filter(idempotency_key__in=stored_keys).values_list("pk", flat=True))
+        coalesced = runs.filter(coalesce_key__in=stored_keys).values_list("pk", flat=True)
         matches.update(coalesced[:MAX_SEARCH_MATCHES])
         return queryset.filter(pk__in=matches), False
 
@@ -453,10 +459,12 @@ class RunAdmin(DurableModelAdmin):
 
     def run_page_context(self, request, run: Run) -> dict:
         """Timeline, JSON, tree, journal, signals and the buttons this user may press."""
-        steps = list(Step.objects.filter(run_id=run.run_id).order_by("created_at", "step_id")[:MAX_JOURNAL_ROWS + 1])
-        signals = list(Signal.objects.filter(run_id=run.run_id).order_by("created_at", "signal", "occurrence")
-                       [:MAX_SIGNAL_ROWS + 1])
-        children = list(Run.objects.filter(parent_run_id=run.run_id).order_by("created_at", "run_id")
+        alias = durable_settings.DATABASE
+        steps = list(Step.objects.using(alias).filter(run_id=run.run_id).order_by("created_at", "step_id")
+                     [:MAX_JOURNAL_ROWS + 1])
+        signals = list(Signal.objects.using(alias).filter(run_id=run.run_id)
+                       .order_by("created_at", "signal", "occurrence")[:MAX_SIGNAL_ROWS + 1])
+        children = list(Run.objects.using(alias).filter(parent_run_id=run.run_id).order_by("created_at", "run_id")
                         .only("run_id", "name", "version", "status", "created_at")[:MAX_CHILD_ROWS + 1])
         return {
             "run": run,
@@ -464,7 +472,7 @@ class RunAdmin(DurableModelAdmin):
             "input_json": pretty_json(run.input),
             "error_traceback": readable_traceback(run.error) if run.error else None,
             "output_json": pretty_json(run.output) if run.output is not None or run.status == "succeeded" else None,
-            "parent_exists": run.parent_run_id and Run.objects.filter(pk=run.parent_run_id).exists(),
+            "parent_exists": run.parent_run_id and Run.objects.using(alias).filter(pk=run.parent_run_id).exists(),
             "children": [(child, status_badge(child.status)) for child in children[:MAX_CHILD_ROWS]],
             "more_children": len(children) > MAX_CHILD_ROWS,
             "children_url": reverse("admin:durable_django_run_changelist") + "?" + urlencode({"parent": run.run_id}),
@@ -741,7 +749,7 @@ class ScheduleAdmin(DurableModelAdmin):
             if not change and stored.created_at != stored.updated_at:
                 raise ScheduleTaken(f"A schedule {data['key']!r} was added in this tenant meanwhile; "
                                     "nothing was saved.")
-        fresh = Schedule.objects.get(pk=form.stored_id())
+        fresh = Schedule.objects.using(durable_settings.DATABASE).get(pk=form.stored_id())
         for field in Schedule._meta.concrete_fields:
             setattr(obj, field.attname, getattr(fresh, field.attname))
 
