@@ -10,6 +10,8 @@ The runs listing stays fast on a table of millions of rows: it orders by the
 listing index (``created_at DESC, run_id DESC``) and allows no other sort,
 shows no facet counts, counts exactly only up to a bound and takes the
 planner's estimate beyond it, and its overview reads capped, indexed windows.
+A run's page stays under a fixed size however much the run holds: PostgreSQL
+cuts its large values before they are read, and its journal comes a page at a time.
 """
 
 from __future__ import annotations
@@ -26,11 +28,15 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
+from django.db import transaction
+from django.db.models import Func, TextField
+from django.db.models.functions import Left, Length, Right
 from django.http import Http404, HttpResponseRedirect
 from django.urls import path, reverse
 from django.utils.http import urlencode
@@ -39,35 +45,82 @@ from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 
 from . import admin_actions, schedules_api
+from .conf import durable_settings
 from .engine import cron as cron_math
-from .exceptions import InvalidSchedule
+from .exceptions import InvalidSchedule, UnknownFunction
 from .models import Run, Schedule, Signal, Step
 from .registry import registry
 from .states import RunStatus
 from .store import overview as overview_store
-from .tenancy import scope, unscope
+from .tenancy import normalize_tenant, scope, unscope
 
-# Display caps on a run's page: its journal, signals and children can be long.
-MAX_JOURNAL_ROWS = 500
-MAX_SIGNAL_ROWS = 200
+# A run's page stays under a fixed size whatever the run holds: PostgreSQL cuts every value
+# before the admin reads it, the journal is shown a page at a time, signals and children are capped.
+JOURNAL_PAGE_ROWS = 50
+MAX_SIGNAL_ROWS = 50
 MAX_CHILD_ROWS = 50
-# JSON longer than this is cut on the page (the record keeps all of it).
+# Input and output are cut at this many characters of their indented JSON.
 MAX_JSON_CHARS = 20_000
+# A step's result or a signal's value, in its table row.
+MAX_CELL_CHARS = 1_000
+# An error keeps its beginning and its end (the exception and its message).
+ERROR_HEAD_CHARS = ERROR_TAIL_CHARS = 10_000
+# Names and keys callers choose, shown whole up to this length.
+MAX_NAME_CHARS = 200
 # Tenants offered in the filter and matched by key search (each costs an index probe).
 MAX_TENANTS = 1000
 MAX_TENANT_CHOICES = 30
 # A coalesce key names many finished runs over time; a search lists at most this many.
 MAX_SEARCH_MATCHES = 500
+# Columns never read whole: a run's page reads them cut by PostgreSQL (``json_excerpt``, ``error_excerpt``).
+LARGE_COLUMNS = ("input", "output", "error")
 # Columns the listing never shows: left unread for its rows.
-HEAVY_COLUMNS = ("input", "output", "error", "retry_policy")
+HEAVY_COLUMNS = (*LARGE_COLUMNS, "retry_policy")
 
 
-def pretty_json(value) -> str:
-    """Indented JSON for a ``<pre>``, cut at MAX_JSON_CHARS."""
-    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    if len(text) > MAX_JSON_CHARS:
-        text = text[:MAX_JSON_CHARS] + f"\n… ({len(text) - MAX_JSON_CHARS} more characters)"
-    return text
+class JSONBPretty(Func):
+    """PostgreSQL's ``jsonb_pretty()``: a jsonb value as indented text."""
+
+    function = "jsonb_pretty"
+    output_field = TextField()
+
+
+def json_excerpt(field: str, limit: int, name: str | None = None) -> dict:
+    """Annotations of a jsonb column: ``{name}_text``, its indented text cut at ``limit``, and ``{name}_chars``.
+
+    Fed to :func:`cut_text`; the text is None for SQL NULL. ``name`` defaults to the column's.
+    """
+    pretty = JSONBPretty(field)
+    name = name or field
+    return {f"{name}_text": Left(pretty, limit), f"{name}_chars": Length(pretty)}
+
+
+def cut_text(text: str | None, chars: int | None) -> str | None:
+    """A value read cut by PostgreSQL, with what was cut announced."""
+    if text is None or chars <= len(text):
+        return text
+    return f"{text}\n… cut here: {chars - len(text):,} more characters (the record keeps all of them)"
+
+
+def error_excerpt() -> dict:
+    """Annotations of a run's error: its beginning, its end and its length."""
+    return {"error_head": Left("error", ERROR_HEAD_CHARS), "error_tail": Right("error", ERROR_TAIL_CHARS),
+            "error_chars": Length("error")}
+
+
+def cut_error(head: str | None, tail: str | None, chars: int | None) -> str | None:
+    """An error from its beginning and end: whole when they overlap, else with the middle cut."""
+    if head is None:
+        return None
+    missing = chars - len(head) - len(tail)
+    if missing <= 0:
+        return head + tail[-missing:]
+    return f"{head}\n\n… {missing:,} characters cut here …\n\n{tail}"
+
+
+def shorten(text: str) -> str:
+    """A caller-chosen name or key, cut for display at MAX_NAME_CHARS."""
+    return text if len(text) <= MAX_NAME_CHARS else f"{text[:MAX_NAME_CHARS]}…"
 
 
 def readable_traceback(text: str) -> str:
@@ -131,6 +184,7 @@ def describe_wait(run: Run):
             return format_html("sleep until {}", moment(until)) if until else "sleep"
         if kind == "signal":
             name, _, occurrence = rest.rpartition(":")
+            name = shorten(name)
             text = format_html("signal “{}”", name) if occurrence == "0" else format_html(
                 "signal “{}” #{}", name, occurrence)
             return format_html("{} (timeout {})", text, moment(until)) if until else text
@@ -250,6 +304,32 @@ class ParentFilter(admin.SimpleListFilter):
         return queryset.filter(parent_run_id=self.value()) if self.value() else queryset
 
 
+class DurableModelAdmin(admin.ModelAdmin):
+    """What the runs and schedules admins share: the durable alias, and no NUL character sent to PostgreSQL.
+
+    Every read goes to ``DURABLE["DATABASE"]`` whatever the routers say: the
+    tables live there, and the API the admin writes through uses that alias.
+    PostgreSQL text cannot hold NUL, so a value with one names no record and the
+    database refuses it with an error: an object URL with one is a 404, and a
+    filter, search or selection with one is an invalid lookup.
+    """
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).using(durable_settings.DATABASE)
+
+    def get_object(self, request, object_id, from_field=None):
+        if "\x00" in object_id:
+            raise Http404("no record has an id with a NUL character")
+        return super().get_object(request, object_id, from_field)
+
+    def get_changelist_instance(self, request):
+        values = [value for _, values in request.GET.lists() for value in values]
+        values += request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        if any("\x00" in value for value in values):
+            raise IncorrectLookupParameters("a filter, search or selection holds a NUL character")
+        return super().get_changelist_instance(request)
+
+
 def operation_action(operations: dict, key: str, noun: str):
     """The bulk action of one run or schedule operation, confirmed on an intermediate page."""
     operation = operations[key]
@@ -263,7 +343,7 @@ def operation_action(operations: dict, key: str, noun: str):
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(DurableModelAdmin):
     list_display = ("run_id", "colored_status", "function", "attempts_display", "age", "lease", "waiting",
                     "tenant", "created")
     list_filter = ("status", FunctionFilter, TenantFilter, ("created_at", admin.DateFieldListFilter), ParentFilter)
@@ -309,6 +389,9 @@ class RunAdmin(admin.ModelAdmin):
 
     # -- listing -----------------------------------------------------------
 
+    def get_queryset(self, request):
+        return super().get_queryset(request).defer(*LARGE_COLUMNS)
+
     def get_changelist(self, request, **kwargs):
         return RunChangeList
 
@@ -332,9 +415,10 @@ class RunAdmin(admin.ModelAdmin):
         # The term itself too, so a key typed with its stored prefix is found as well.
         stored_keys = [term, *(f"{prefix}:{term}" for prefix in prefixes)]
         # Separate lookups so each uses its own index (an OR across them would scan the table).
-        matches = set(Run.objects.filter(run_id=term).values_list("pk", flat=True))
-        matches.update(Run.objects.filter(idempotency_key__in=stored_keys).values_list("pk", flat=True))
-        coalesced = Run.objects.filter(coalesce_key__in=stored_keys).values_list("pk", flat=True)
+        runs = Run.objects.using(durable_settings.DATABASE)
+        matches = set(runs.filter(run_id=term).values_list("pk", flat=True))
+        matches.update(runs.filter(idempotency_key__in=stored_keys).values_list("pk", flat=True))
+        coalesced = runs.filter(coalesce_key__in=stored_keys).values_list("pk", flat=True)
         matches.update(coalesced[:MAX_SEARCH_MATCHES])
         return queryset.filter(pk__in=matches), False
 
@@ -403,8 +487,8 @@ class RunAdmin(admin.ModelAdmin):
 
     @admin.display(description="keys")
     def keys(self, run):
-        rows = [(label, unscope(key)) for label, key in (("idempotency", run.idempotency_key),
-                                                         ("coalesce", run.coalesce_key)) if key]
+        rows = [(label, shorten(unscope(key)))
+                for label, key in (("idempotency", run.idempotency_key), ("coalesce", run.coalesce_key)) if key]
         if not rows:
             return "—"
         return format_html_join(", ", "{}: <code>{}</code>", rows)
@@ -428,25 +512,41 @@ class RunAdmin(admin.ModelAdmin):
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     def run_page_context(self, request, run: Run) -> dict:
-        """Timeline, JSON, tree, journal, signals and the buttons this user may press."""
-        steps = list(Step.objects.filter(run_id=run.run_id).order_by("created_at", "step_id")[:MAX_JOURNAL_ROWS + 1])
-        signals = list(Signal.objects.filter(run_id=run.run_id).order_by("created_at", "signal", "occurrence")
-                       [:MAX_SIGNAL_ROWS + 1])
-        children = list(Run.objects.filter(parent_run_id=run.run_id).order_by("created_at", "run_id")
+        """Timeline, JSON, tree, journal, signals and the buttons this user may press.
+
+        Large values are cut by PostgreSQL (the run comes without them), and the
+        journal shows the page ``?journal_page=`` asks for.
+        """
+        alias = durable_settings.DATABASE
+        values = (Run.objects.using(alias).filter(pk=run.pk)
+                  .values(**json_excerpt("input", MAX_JSON_CHARS), **json_excerpt("output", MAX_JSON_CHARS),
+                          **error_excerpt()).get())
+        run_signals = Signal.objects.using(alias).filter(run_id=run.run_id)
+        signal_order = ("created_at", "signal", "occurrence")
+        signal_keys = list(run_signals.order_by(*signal_order).values_list("pk", flat=True)[:MAX_SIGNAL_ROWS + 1])
+        signals = cut_rows(run_signals, signal_keys, signal_order, "value")
+        children = list(Run.objects.using(alias).filter(parent_run_id=run.run_id).order_by("created_at", "run_id")
                         .only("run_id", "name", "version", "status", "created_at")[:MAX_CHILD_ROWS + 1])
+        steps = Step.objects.using(alias).filter(run_id=run.run_id)
+        step_order = ("created_at", "step_id")
+        journal_page = Paginator(steps.order_by(*step_order).values_list("pk", flat=True),
+                                 JOURNAL_PAGE_ROWS).get_page(request.GET.get("journal_page"))
+        journal = cut_rows(steps, list(journal_page), step_order, "result")
+        output = cut_text(values["output_text"], values["output_chars"])
+        error = cut_error(values["error_head"], values["error_tail"], values["error_chars"])
         return {
             "run": run,
             "timeline": run_timeline(run),
-            "input_json": pretty_json(run.input),
-            "error_traceback": readable_traceback(run.error) if run.error else None,
-            "output_json": pretty_json(run.output) if run.output is not None or run.status == "succeeded" else None,
-            "parent_exists": run.parent_run_id and Run.objects.filter(pk=run.parent_run_id).exists(),
+            "input_json": cut_text(values["input_text"], values["input_chars"]) or "null",
+            "error_traceback": readable_traceback(error) if error else None,
+            "output_json": output if output is not None else ("null" if run.status == "succeeded" else None),
+            "parent_exists": run.parent_run_id and Run.objects.using(alias).filter(pk=run.parent_run_id).exists(),
             "children": [(child, status_badge(child.status)) for child in children[:MAX_CHILD_ROWS]],
             "more_children": len(children) > MAX_CHILD_ROWS,
             "children_url": reverse("admin:durable_django_run_changelist") + "?" + urlencode({"parent": run.run_id}),
-            "journal": [journal_row(step) for step in steps[:MAX_JOURNAL_ROWS]],
-            "more_journal": len(steps) > MAX_JOURNAL_ROWS,
-            "signals": [(signal, pretty_json(signal.value)) for signal in signals[:MAX_SIGNAL_ROWS]],
+            "journal": [journal_row(step, number) for number, step in enumerate(journal, journal_page.start_index())],
+            "journal_page": journal_page,
+            "signals": [{**signal, "signal": shorten(signal["signal"])} for signal in signals[:MAX_SIGNAL_ROWS]],
             "more_signals": len(signals) > MAX_SIGNAL_ROWS,
             "run_operations": [
                 (operation, reverse(f"admin:durable_django_run_{operation.key}", args=[quote(run.run_id)]))
@@ -537,19 +637,31 @@ def _since(start, end, words: str) -> str:
     return f"{compact_duration(end - start)} {words}"
 
 
-def journal_row(step: Step) -> dict:
+def cut_rows(queryset, keys: list, ordering: tuple, field: str) -> list[dict]:
+    """The rows of ``keys`` in ``ordering``, each with its jsonb ``field`` as indented text cut in SQL.
+
+    The caller picks the keys first, so PostgreSQL never indents a value that
+    its sort or page would then throw away.
+    """
+    rows = queryset.filter(pk__in=keys).order_by(*ordering).values(
+        *(column for column in ordering if column != field), **json_excerpt(field, MAX_CELL_CHARS, "value"))
+    return [{**row, "value": cut_text(row.pop("value_text"), row.pop("value_chars"))} for row in rows]
+
+
+def journal_row(step: dict, number: int) -> dict:
     """A journal entry with its step id ``v{version}:{name}:{occurrence}[#deadline]`` taken apart."""
-    step_id, _, suffix = step.step_id.partition("#")
+    step_id, _, suffix = step["step_id"].partition("#")
     version, _, rest = step_id.partition(":")
     name, _, occurrence = rest.rpartition(":")
     return {
-        "step_id": step.step_id,
-        "name": name or step_id,
+        "number": number,
+        "step_id": step["step_id"],
+        "name": shorten(name or step_id),
         "occurrence": occurrence,
         "version": version.lstrip("v"),
         "kind": suffix,
-        "created_at": step.created_at,
-        "result": pretty_json(step.result),
+        "created_at": step["created_at"],
+        "result": step["value"],
     }
 
 
@@ -587,6 +699,18 @@ class ScheduleForm(forms.ModelForm):
             self.fields["key"].disabled = True
             self.fields["tenant"].disabled = True
 
+    def clean_name(self):
+        # A stored schedule may name a function this web process does not register; schedule() would refuse it.
+        name = self.cleaned_data["name"]
+        try:
+            registry.newest(name)
+        except UnknownFunction:
+            raise forms.ValidationError(
+                f"No function {name!r} is registered in this web process, so this schedule cannot be saved here "
+                "(it can still be enabled and disabled)."
+            ) from None
+        return name
+
     def clean_tz(self):
         tz = self.cleaned_data["tz"].strip()
         try:
@@ -603,7 +727,20 @@ class ScheduleForm(forms.ModelForm):
                 cleaned["cron"] = cron_math.parse(cleaned["cron"], cleaned.get("tz", "UTC")).expression
             except InvalidSchedule as exc:
                 self.add_error("cron", str(exc))
+        # schedule() is an upsert: an add must never become a change (the add permission allows no change).
+        adding = not self.instance.pk and "key" in cleaned and "tenant" in cleaned
+        if adding and Schedule.objects.using(durable_settings.DATABASE).filter(pk=self.stored_id()).exists():
+            self.add_error("key", "A schedule with this id already exists in this tenant; change it on its own page.")
         return cleaned
+
+    def stored_id(self) -> str:
+        """The id the schedule is stored under: the key scoped by its tenant."""
+        tenant = self.cleaned_data["tenant"]
+        return scope(self.cleaned_data["key"], normalize_tenant(tenant), what="schedule_id")
+
+
+class ScheduleTaken(Exception):
+    """A schedule with the id being added was created after the add form was validated."""
 
 
 def next_fire_in_zone(schedule: Schedule) -> str:
@@ -617,7 +754,7 @@ def next_fire_in_zone(schedule: Schedule) -> str:
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(admin.ModelAdmin):
+class ScheduleAdmin(DurableModelAdmin):
     form = ScheduleForm
     fields = ("key", "tenant", "name", "cron", "tz", "input", "enabled")
     list_display = ("key", "name", "cron", "zone", "next_fire", "enabled", "tenant", "source",
@@ -682,13 +819,27 @@ class ScheduleAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         data = form.cleaned_data
         tenant = str(data["tenant"]) if data.get("tenant") else None
-        stored = schedules_api.schedule(
-            data["key"], data["name"], data["cron"], input=data["input"], tz=data["tz"], tenant_id=tenant,
-            enabled=data["enabled"],
-        )
-        fresh = Schedule.objects.get(pk=scope(stored.schedule_id, stored.tenant_id, what="schedule_id"))
+        with transaction.atomic(using=durable_settings.DATABASE):
+            stored = schedules_api.schedule(
+                data["key"], data["name"], data["cron"], input=data["input"], tz=data["tz"], tenant_id=tenant,
+                enabled=data["enabled"],
+            )
+            # A row this statement inserted was created and updated at this transaction's now(); an older
+            # created_at means the upsert replaced a schedule added since the form was validated: undo it.
+            if not change and stored.created_at != stored.updated_at:
+                raise ScheduleTaken(f"A schedule {data['key']!r} was added in this tenant meanwhile; "
+                                    "nothing was saved.")
+        fresh = Schedule.objects.using(durable_settings.DATABASE).get(pk=form.stored_id())
         for field in Schedule._meta.concrete_fields:
             setattr(obj, field.attname, getattr(fresh, field.attname))
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        """The add or change page; an add undone by ``save_model`` is reported back on the add page."""
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except ScheduleTaken as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
 
     def save_related(self, request, form, formsets, change):
         """A schedule has no related objects; ``save_model`` wrote everything there is."""

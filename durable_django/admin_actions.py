@@ -51,9 +51,23 @@ class JSONValueField(forms.CharField):
         if not text:
             return None
         try:
-            return json.loads(text)
+            value = json.loads(text)
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(f"not valid JSON: {exc}") from None
+        if _holds_nul(value):
+            raise forms.ValidationError("PostgreSQL cannot store a NUL character (\\u0000) in JSON.")
+        return value
+
+
+def _holds_nul(value) -> bool:
+    """Whether any string of a decoded JSON value, keys included, holds a NUL character."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(key) or _holds_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(item) for item in value)
+    return False
 
 
 class SignalForm(forms.Form):

@@ -1,7 +1,9 @@
 """System checks: durable_django.E001 and friends."""
 
+from django.apps import apps
 from django.conf import settings
 from django.core import checks
+from django.db import router
 
 from .conf import durable_settings
 
@@ -23,6 +25,18 @@ def check_database(app_configs=None, **kwargs):
                 f"durable-django needs PostgreSQL, but database {alias!r} uses {engine or 'no engine'}.",
                 hint="Set its ENGINE to 'django.db.backends.postgresql' (psycopg 3).",
                 id="durable_django.E001",
+            )
+        ]
+    unrouted = [model._meta.label for model in apps.get_app_config("durable_django").get_models()
+                if not router.allow_migrate_model(alias, model)]
+    if unrouted:
+        return [
+            checks.Error(
+                f"DURABLE['DATABASE'] is {alias!r}, but DATABASE_ROUTERS do not migrate {', '.join(unrouted)} "
+                "there, so its tables are never created on the database every durable read and write uses.",
+                hint="Let your router's allow_migrate() return True for app 'durable_django' on that alias, "
+                     "or set DURABLE['DATABASE'] to the alias the durable_django migrations go to.",
+                id="durable_django.E009",
             )
         ]
     return []

@@ -4,6 +4,7 @@ DATABASE_URL when set; otherwise an embedded PostgreSQL from pgserver, started
 once per test session (worker subprocesses inherit its DATABASE_URL).
 """
 
+import copy
 import os
 
 import django
@@ -21,6 +22,11 @@ TIME_ZONE = "UTC"
 ROOT_URLCONF = "tests.urls"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 DATABASES = {"default": env.db("DATABASE_URL")}
+# A second alias with a database of its own on the same server, for DURABLE["DATABASE"] pointing away
+# from "default" (tests/admin/test_admin_database.py). pytest-django creates its test database only
+# when a collected test asks for it, so other runs do not pay for it.
+DATABASES["durable"] = copy.deepcopy(DATABASES["default"])
+DATABASES["durable"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_durable"}
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -6,11 +6,13 @@ checked by reading the run back through the client API afterwards.
 
 import json
 import re
+import threading
 
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.admin.utils import quote
-from django.db import connection
+from django.db import connection, transaction
+from django.db import connections as db_connections
 from django.test.utils import CaptureQueriesContext
 
 from durable_django import api, schedules_api
@@ -19,7 +21,7 @@ from durable_django.registry import registry
 from durable_django.store import overview as overview_store
 from durable_django.testing import run_until_idle
 from tests.admin.conftest import TENANT, status_of
-from tests.helpers import ROOT, sql
+from tests.helpers import ROOT, sql, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -439,6 +441,52 @@ def test_adding_a_schedule_validates_cron_and_zone_and_writes_nothing_when_inval
         "tests.noop", "0 * * * *", "Asia/Tokyo", {"a": 1}, True)
 
 
+@pytest.mark.parametrize("source", ["api", "settings"])
+def test_adding_an_existing_schedule_id_is_refused_and_writes_nothing(nightly, staff_client, source):
+    sql("UPDATE durable_schedule SET source = %s WHERE schedule_id = ':nightly'", [source])
+    before = sql("SELECT * FROM durable_schedule")
+    adder = staff_client("view_schedule", "add_schedule")
+    response = adder.post(f"{SCHEDULES}add/", {"key": "nightly", "name": "tests.noop", "cron": "* * * * *",
+                                               "tz": "UTC", "input": '{"report": "replaced"}', "enabled": "on"})
+    assert response.status_code == 200
+    assert "already exists in this tenant" in response.context["adminform"].form.errors["key"][0]
+    assert sql("SELECT * FROM durable_schedule") == before
+    # The same id in another tenant is another schedule.
+    other = adder.post(f"{SCHEDULES}add/", {"key": "nightly", "tenant": TENANT, "name": "tests.noop",
+                                            "cron": "* * * * *", "tz": "UTC", "input": "", "enabled": "on"})
+    assert other.status_code == 302 and schedules_api.get_schedule("nightly", tenant_id=TENANT).cron == "* * * * *"
+    assert sql("SELECT * FROM durable_schedule WHERE schedule_id = ':nightly'") == before
+
+
+def test_an_add_racing_another_add_of_the_same_id_writes_nothing(admin_client):
+    """The other add commits after this one's form was validated: the upsert would replace it, so it is undone."""
+    responses = []
+
+    def add_from_the_admin():
+        try:
+            responses.append(admin_client.post(f"{SCHEDULES}add/", {
+                "key": "nightly", "name": "tests.noop", "cron": "* * * * *", "tz": "UTC", "input": "",
+                "enabled": "on"}))
+        finally:
+            db_connections.close_all()
+
+    with transaction.atomic():
+        schedules_api.schedule("nightly", "tests.noop", "30 2 * * *")
+        adder = threading.Thread(target=add_from_the_admin)
+        adder.start()
+        # The admin's validation saw no such schedule; its insert now waits for this transaction.
+        wait_until(lambda: sql("SELECT pg_stat_clear_snapshot()") is not None and sql(
+                       "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                       "AND query LIKE '%%INSERT INTO durable_schedule%%'")[0][0] == 1,
+                   message="the admin's insert to wait for the uncommitted schedule")
+    adder.join(timeout=30)
+    [response] = responses
+    assert response.status_code == 302 and response.url == f"{SCHEDULES}add/"
+    messages = [str(message) for message in admin_client.get(SCHEDULES).context["messages"]]
+    assert any("was added in this tenant meanwhile; nothing was saved" in message for message in messages)
+    assert schedules_api.get_schedule("nightly").cron == "30 2 * * *"
+
+
 def test_changing_a_schedule_goes_through_the_api_and_keeps_its_identity(nightly, admin_client):
     url = schedule_url(":nightly")
     form = admin_client.get(url).context["adminform"].form
@@ -450,6 +498,17 @@ def test_changing_a_schedule_goes_through_the_api_and_keeps_its_identity(nightly
     assert stored.cron == "0 6 * * *" and stored.input == {"report": 2}
     assert stored.next_fire_at.astimezone(__import__("zoneinfo").ZoneInfo("Europe/Berlin")).hour == 6
     assert schedules_api.get_schedule("renamed") is None
+
+
+def test_editing_a_schedule_of_a_function_this_process_lacks_is_a_form_error(nightly, admin_client):
+    sql("UPDATE durable_schedule SET name = 'elsewhere.report' WHERE schedule_id = ':nightly'")
+    before = sql("SELECT * FROM durable_schedule")
+    response = admin_client.post(schedule_url(":nightly"), {"name": "elsewhere.report", "cron": "0 6 * * *",
+                                                            "tz": "UTC", "input": "", "enabled": "on"})
+    assert response.status_code == 200
+    error = response.context["adminform"].form.errors["name"][0]
+    assert "No function 'elsewhere.report' is registered in this web process" in error
+    assert sql("SELECT * FROM durable_schedule") == before
 
 
 def test_enable_disable_and_fire_now_are_confirmed_actions(nightly, admin_client):
@@ -524,3 +583,55 @@ def test_an_action_over_too_many_runs_is_refused_whole(example_runs, admin_clien
     messages = [str(message) for message in admin_client.get(RUNS).context["messages"]]
     assert any(f"Select at most {MAX_ACTION_TARGETS} runs" in message for message in messages)
     assert sql("SELECT count(*) FROM durable_run WHERE status = 'cancelled'") == [(0,)]
+
+
+# -- NUL characters --------------------------------------------------------
+# PostgreSQL text cannot hold NUL: a value with one names nothing, and must never reach the database.
+
+NUL_OBJECT_URLS = [f"{RUNS}%00/{suffix}" for suffix in ("change/", "history/", "delete/", "cancel/", "resume/",
+                                                         "retry/", "signal/")]
+NUL_OBJECT_URLS += [f"{RUNS}RUN%00/change/", f"{RUNS}RUN%00/cancel/"]
+NUL_OBJECT_URLS += [f"{SCHEDULES}%00/{suffix}" for suffix in ("change/", "history/", "delete/", "fire/")]
+
+
+@pytest.fixture
+def pending_run(transactional_db) -> str:
+    return api.enqueue("tests.noop", {"nul": "tests"}).run_id
+
+
+NUL_LOOKUPS = [(RUNS, query) for query in ("parent=%00", "parent=RUN%00", "tenant=%00", "function=tests.noop%00",
+                                            "status__exact=%00", "q=%00", "q=RUN%00", "status__exact=failed&p=%00")]
+NUL_LOOKUPS += [(SCHEDULES, query) for query in ("function=%00", "source__exact=%00", "q=nightly%00")]
+
+
+def test_a_nul_in_an_object_url_is_a_404(pending_run, admin_client):
+    for url in (url.replace("RUN", pending_run) for url in NUL_OBJECT_URLS):
+        assert admin_client.get(url).status_code == 404, url
+        assert admin_client.post(url, {"confirm": "yes", "post": "yes"}).status_code == 404, url
+    assert status_of(pending_run) == "pending"
+
+
+def test_a_nul_in_a_filter_or_search_is_an_invalid_lookup(pending_run, admin_client):
+    for listing, query in NUL_LOOKUPS:
+        response = admin_client.get(f"{listing}?{query.replace('RUN', pending_run)}")
+        assert (response.status_code, response.get("Location")) == (302, f"{listing}?e=1"), query
+    assert admin_client.get(f"{RUNS}?e=1").status_code == 200
+
+
+def test_a_nul_in_a_selection_is_an_invalid_lookup_and_changes_nothing(pending_run, admin_client):
+    other = api.enqueue("tests.noop", {"other": True}).run_id
+    response = confirm_bulk(admin_client, "cancel_runs", [other, f"{pending_run}\x00"])
+    assert response.status_code == 302 and response.url == f"{RUNS}?e=1"
+    assert status_of(other) == "pending" and status_of(pending_run) == "pending"
+
+
+@pytest.mark.parametrize("value", ['"\\u0000"', '{"a": ["ok", "b\\u0000"]}', '{"k\\u0000": 1}'])
+def test_a_nul_in_a_json_form_value_is_a_form_error(pending_run, admin_client, value):
+    signal = admin_client.post(run_url(pending_run, "signal/"),
+                               {"confirm": "yes", "signal": "approval", "occurrence": "0", "value": value})
+    assert signal.status_code == 200 and signal.context["form"].errors["value"]
+    assert not sql("SELECT * FROM durable_signal")
+    added = admin_client.post(f"{SCHEDULES}add/", {"key": "nul", "name": "tests.noop", "cron": "* * * * *",
+                                                  "tz": "UTC", "input": value, "enabled": "on"})
+    assert added.status_code == 200 and added.context["adminform"].form.errors["input"]
+    assert not Schedule.objects.exists()
