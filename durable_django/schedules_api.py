@@ -16,7 +16,7 @@ from django.db import transaction
 from .engine import cron as cron_math
 from .engine import submit
 from .engine.values import json_text
-from .exceptions import DurableError, InvalidInput, InvalidSchedule
+from .exceptions import InvalidInput, InvalidSchedule
 from .registry import registry, validate_name
 from .store import schedules as schedule_store
 from .store.db import connection
@@ -206,21 +206,15 @@ def sync_settings_schedules(declared: dict) -> tuple[list[Schedule], list[str], 
     """
     if not isinstance(declared, dict):
         raise InvalidInput('DURABLE["SCHEDULES"] must be a dict of schedule id -> entry')
-    valid, invalid, kept_ids = [], {}, []
-    for schedule_id in sorted(declared, key=str):
+    valid, invalid = _validate_entries(declared)
+    kept_ids = [params["schedule_id"] for params in valid]
+    for schedule_id in invalid:
         entry = declared[schedule_id]
+        tenant = entry.get("tenant_id") if isinstance(entry, dict) else None
         try:
-            params = _settings_params(schedule_id, entry)
-        except DurableError as exc:
-            invalid[schedule_id] = exc
-            tenant = entry.get("tenant_id") if isinstance(entry, dict) else None
-            try:
-                kept_ids.append(_stored_id(schedule_id, tenant))
-            except InvalidInput:
-                pass
-            continue
-        valid.append(params)
-        kept_ids.append(params["schedule_id"])
+            kept_ids.append(_stored_id(schedule_id, tenant))
+        except InvalidInput:
+            pass
     with transaction.atomic(using=connection().alias):
         upserted = [_upsert(params, keep_disabled=True) for params in valid]
         deleted = schedule_store.delete_undeclared(kept_ids)
@@ -231,16 +225,23 @@ def declared_schedule_errors(declared) -> dict:
     """{entry id: error} for the entries of ``DURABLE["SCHEDULES"]`` that a sync would skip (no database access)."""
     if not isinstance(declared, dict):
         return {None: InvalidInput('DURABLE["SCHEDULES"] must be a dict of schedule id -> entry')}
-    errors = {}
-    for schedule_id, entry in declared.items():
-        try:
-            _settings_params(schedule_id, entry)
-        except DurableError as exc:
-            errors[schedule_id] = exc
-    return errors
+    return _validate_entries(declared)[1]
 
 
 _ENTRY_KEYS = {"name", "cron", "tz", "input", "tenant_id", "enabled"}
+
+
+def _validate_entries(declared: dict) -> tuple[list[dict], dict]:
+    """(params of the valid entries, {entry id: error} for the others), each entry validated on its own."""
+    valid, invalid = [], {}
+    for schedule_id in sorted(declared, key=str):
+        try:
+            valid.append(_settings_params(schedule_id, declared[schedule_id]))
+        # Settings are data: whatever one entry raises (an input nested too deep for JSON is a
+        # RecursionError) is that entry's error, and must not stop the check or the other entries.
+        except Exception as exc:  # noqa: BLE001
+            invalid[schedule_id] = exc
+    return valid, invalid
 
 
 def _settings_params(schedule_id, entry) -> dict:

@@ -1,11 +1,13 @@
 """Schedules on the real database: upsert, tenancy, firing races, misfires, DST, settings sync, purge."""
 
 import json
+import logging
 import threading
 import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from django.core import checks
 from django.db import connections, transaction
 
 from durable_django import schedule, unschedule
@@ -40,6 +42,14 @@ def db_now():
 
 def set_next_fire(stored_id, at):
     sql("UPDATE durable_schedule SET next_fire_at = %s WHERE schedule_id = %s", [at, stored_id])
+
+
+def nested(depth):
+    """A JSON value nested deeper than the encoder can go (a RecursionError, not a DurableError)."""
+    value = []
+    for _ in range(depth):
+        value = [value]
+    return value
 
 
 def stored(stored_id):
@@ -96,6 +106,8 @@ def test_upsert_keeps_next_fire_at_unless_cron_or_zone_change():
     ({"cron": "61 * * * *"}, InvalidSchedule),
     ({"cron": "0 0 30 2 *"}, InvalidSchedule),
     ({"tz": "Nowhere/Special"}, InvalidSchedule),
+    ({"tz": "Europe"}, InvalidSchedule),  # a folder of the zoneinfo tree
+    ({"tz": "x" * 10_000}, InvalidSchedule),
     ({"name": "tests.not_registered"}, UnknownFunction),
     ({"tenant_id": "not-a-uuid"}, InvalidInput),
     ({"input": {"bad": object()}}, InvalidInput),
@@ -368,3 +380,41 @@ def test_malformed_settings_schedules_do_not_stop_the_scheduler(settings, schedu
     assert thread.synced.wait(30)
     wait_until(lambda: runs(), timeout=30, message="the API schedule's tick")
     assert thread.is_alive()
+
+
+BAD_ENTRIES = {
+    "folder-zone": {"name": "tests.noop", "cron": "* * * * * *", "tz": "Europe"},
+    "long-zone": {"name": "tests.noop", "cron": "* * * * * *", "tz": "x" * 10_000},
+    "deep-input": {"name": "tests.noop", "cron": "* * * * * *", "input": nested(100_000)},
+}
+
+
+def test_check_reports_each_bad_settings_entry_as_e007_without_crashing(settings):
+    settings.DURABLE = {**settings.DURABLE, "SCHEDULES": {
+        **BAD_ENTRIES, "good": {"name": "tests.noop", "cron": "* * * * *"}}}
+    errors = [error for error in checks.run_checks() if error.id == "durable_django.E007"]
+    assert len(errors) == len(BAD_ENTRIES)
+    for entry in BAD_ENTRIES:
+        assert any(f"entry {entry!r} is invalid" in error.msg for error in errors), entry
+    assert any("unknown time zone 'Europe'" in error.msg for error in errors)
+
+
+def test_bad_settings_entries_and_a_corrupt_stored_zone_stop_no_other_schedule(settings, scheduler_threads, caplog):
+    settings.DURABLE = {**settings.DURABLE, "SCHEDULES": {
+        **BAD_ENTRIES, "every-second": {"name": "tests.noop", "cron": "* * * * * *", "input": "tick"}}}
+    schedule("stored-folder-zone", "tests.noop", "* * * * *", input="corrupt")
+    sql("UPDATE durable_schedule SET tz = 'America' WHERE schedule_id = ':stored-folder-zone'")
+    set_next_fire(":stored-folder-zone", datetime(2024, 1, 1, tzinfo=timezone.utc))
+    thread = scheduler_threads()
+    assert thread.synced.wait(30)
+    wait_until(lambda: len(runs()) >= 2, timeout=30, message="two ticks of the valid entry")
+    assert thread.is_alive()
+    assert {run_input for _, _, run_input in runs()} == {"tick"}
+    assert sorted(r[0] for r in sql("SELECT schedule_id FROM durable_schedule")) == [
+        ":every-second", ":stored-folder-zone"]
+    assert stored(":stored-folder-zone")[0] > db_now() + timedelta(minutes=59)  # postponed, as a bad schedule
+    errors = [record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR]
+    for entry in BAD_ENTRIES:
+        assert any(f'DURABLE["SCHEDULES"][{entry!r}] is invalid' in message for message in errors), entry
+    assert any("stored-folder-zone" in message and "InvalidSchedule" in message for message in errors)
+
