@@ -52,12 +52,12 @@ class SchedulerThread(threading.Thread):
         self.tenant_id = options.tenant_id
         # Set once the settings sync has been attempted (tests wait for it).
         self.synced = threading.Event()
+        self._sync_pending = True
         self._next_purge = time.monotonic()
 
     def run(self) -> None:
+        """Pass after pass until halted: any error is logged and the next pass tried, so the thread never dies."""
         try:
-            self._sync_settings()
-            self.synced.set()
             backoff = 0.1
             while not self.halt_event.is_set():
                 try:
@@ -76,11 +76,13 @@ class SchedulerThread(threading.Thread):
             connections.close_all()
 
     def step(self) -> float:
-        """One pass: fire what is due, and purge when it is time.
+        """One pass: sync settings until that has succeeded once, fire what is due, and purge when it is time.
 
         Returns:
             The seconds to wait before the next pass.
         """
+        if self._sync_pending:
+            self._sync_settings()
         self._fire_due()
         self._purge_if_due()
         due = schedule_store.seconds_until_next_due(names=self.names, tenant_id=self.tenant_id) \
@@ -118,22 +120,24 @@ class SchedulerThread(threading.Thread):
             schedule_store.release_purge_lock()
 
     def _sync_settings(self) -> None:
-        """Sync DURABLE["SCHEDULES"], retrying database errors until it succeeds or the worker stops."""
-        backoff = 0.1
-        while not self.halt_event.is_set():
-            try:
-                upserted, deleted, invalid = schedules_api.sync_settings_schedules(durable_settings.SCHEDULES)
-                break
-            except DatabaseError as exc:
-                logger.warning("scheduler: settings sync failed (%s); retrying in %.1fs", exc, backoff)
-                reset_connection()
-                self.halt_event.wait(backoff)
-                backoff = min(backoff * 2, MAX_WAIT_SECONDS)
-            except InvalidInput as exc:
-                logger.error("scheduler: settings not synced: %s", exc)
-                return
-        else:
+        """Sync DURABLE["SCHEDULES"]; a failed sync is logged and tried again next pass, and never holds up firing."""
+        try:
+            upserted, deleted, invalid = schedules_api.sync_settings_schedules(durable_settings.SCHEDULES)
+        except InvalidInput as exc:
+            # The setting itself is malformed: nothing changes that until the worker restarts.
+            logger.error("scheduler: settings not synced: %s", exc)
+            self._sync_pending = False
             return
+        except DatabaseError as exc:
+            logger.warning("scheduler: settings sync failed (%s); retrying at the next pass", exc)
+            reset_connection()
+            return
+        except Exception:  # noqa: BLE001 - the schedules already stored must fire all the same
+            logger.exception("scheduler: settings sync failed; retrying at the next pass")
+            return
+        finally:
+            self.synced.set()
+        self._sync_pending = False
         for schedule_id, error in invalid.items():
             logger.error('DURABLE["SCHEDULES"][%r] is invalid and was not synced: %s', schedule_id, error)
         if upserted or deleted:

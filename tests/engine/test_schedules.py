@@ -418,3 +418,23 @@ def test_bad_settings_entries_and_a_corrupt_stored_zone_stop_no_other_schedule(s
         assert any(f'DURABLE["SCHEDULES"][{entry!r}] is invalid' in message for message in errors), entry
     assert any("stored-folder-zone" in message and "InvalidSchedule" in message for message in errors)
 
+
+def test_a_settings_sync_the_database_refuses_holds_up_no_firing_and_is_retried(settings, scheduler_threads):
+    schedule("api", "tests.noop", "* * * * *", input="api")
+    set_next_fire(":api", datetime(2024, 1, 1, tzinfo=timezone.utc))
+    settings.DURABLE = {**settings.DURABLE, "SCHEDULES": {
+        "from-settings": {"name": "tests.noop", "cron": "0 3 * * *"}}}
+    # A real database error on every sync: PostgreSQL refuses the settings row.
+    sql("CREATE FUNCTION test_refuse_row() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN RAISE EXCEPTION 'refused by a test trigger'; END $$")
+    sql("CREATE TRIGGER test_refuse_settings BEFORE INSERT ON durable_schedule FOR EACH ROW "
+        "WHEN (NEW.source = 'settings') EXECUTE FUNCTION test_refuse_row()")
+    try:
+        thread = scheduler_threads()
+        wait_until(lambda: runs(), timeout=30, message="the API schedule's tick while the sync fails")
+        assert thread.is_alive() and stored(":from-settings") is None
+    finally:
+        sql("DROP TRIGGER test_refuse_settings ON durable_schedule")
+        sql("DROP FUNCTION test_refuse_row()")
+    wait_until(lambda: stored(":from-settings"), timeout=30, message="the sync, retried")
+    assert stored(":from-settings")[2] == "settings" and thread.is_alive()
