@@ -9,6 +9,7 @@ settings) are in docs/schedules.md.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from django.db import transaction
@@ -169,7 +170,8 @@ def tick_key(schedule_id: str, tick: datetime) -> str:
     return f"schedule:{schedule_id}:{_stamp(tick)}"
 
 
-def fire_due(*, names: list[str], tenant_id: str | None, limit: int = 100) -> list[Fired]:
+def fire_due(*, names: list[str], tenant_id: str | None, limit: int = 100,
+             skip: Sequence[str] = ()) -> list[Fired]:
     """Fire the due schedules of functions in ``names`` (the scheduler's step).
 
     Misfire policy: a schedule found due fires once, for its owed tick (the
@@ -180,13 +182,15 @@ def fire_due(*, names: list[str], tenant_id: str | None, limit: int = 100) -> li
         names: the function names this scheduler's worker has.
         tenant_id: only this tenant's schedules; None for every tenant.
         limit: at most this many schedules in one transaction.
+        skip: stored ids (``Fired.stored_id``) to leave alone, such as ticks the database refused in this pass.
 
     Returns:
-        One Fired per schedule this call handled; an error postpones only its own schedule.
+        One Fired per schedule this call handled. A schedule that is itself bad is
+        postponed; one whose fire the database refused stays due.
     """
     if not names:
         return []
-    return schedule_store.claim_due(names=names, tenant_id=tenant_id, limit=limit, fire=fire_tick)
+    return schedule_store.claim_due(names=names, tenant_id=tenant_id, limit=limit, fire=fire_tick, skip=skip)
 
 
 def sync_settings_schedules(declared: dict) -> tuple[list[Schedule], list[str], dict[str, Exception]]:

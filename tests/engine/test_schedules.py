@@ -14,7 +14,7 @@ from durable_django import schedule, unschedule
 from durable_django.engine.cron import next_fire_after, parse
 from durable_django.exceptions import InvalidInput, InvalidSchedule, UnknownFunction
 from durable_django.registry import registry
-from durable_django.scheduler import SchedulerThread
+from durable_django.scheduler import FIRE_BATCH, SchedulerThread
 from durable_django.schedules_api import (
     fire_due, fire_schedule_now, fire_tick, get_schedule, list_schedules, set_schedule_enabled,
     sync_settings_schedules, tick_key,
@@ -277,15 +277,93 @@ def test_a_corrupt_schedule_or_a_missing_function_blocks_no_other():
         set_next_fire(stored_id, owed - timedelta(seconds=1))
     set_next_fire(":healthy", owed)  # last in the due order
     fired = fire_due(names=NAMES, tenant_id=None, limit=4)
-    assert {f.schedule.schedule_id: type(f.error).__name__ for f in fired} == {
-        "corrupt0": "InvalidSchedule", "corrupt1": "InvalidSchedule", "corrupt2": "InvalidSchedule",
-        "healthy": "NoneType"}
+    assert {f.schedule.schedule_id: (type(f.error).__name__, f.postponed) for f in fired} == {
+        "corrupt0": ("InvalidSchedule", True), "corrupt1": ("InvalidSchedule", True),
+        "corrupt2": ("InvalidSchedule", True), "healthy": ("NoneType", False)}
     assert [key for key, _, _ in runs()] == [f":{tick_key('healthy', owed)}"]
     now = db_now()
     for stored_id in (":corrupt0", ":corrupt1", ":corrupt2"):
         assert stored(stored_id)[0] > now + timedelta(minutes=59)  # out of the way for an hour
     assert stored(":orphan")[0] == owed  # still owed, for a worker that has tests.gone
     assert fire_due(names=NAMES, tenant_id=None) == []
+
+
+class RefusedInput:
+    """A real database error for one schedule's run: a CHECK constraint on durable_run refuses the input "refused"."""
+
+    def install(self):
+        sql("""ALTER TABLE durable_run ADD CONSTRAINT test_refused_input CHECK (input <> '"refused"') NOT VALID""")
+
+    def remove(self):
+        sql("ALTER TABLE durable_run DROP CONSTRAINT IF EXISTS test_refused_input")
+
+
+@pytest.fixture
+def refused_input():
+    fault = RefusedInput()
+    yield fault
+    fault.remove()
+
+
+def test_a_database_error_while_firing_leaves_the_tick_owed_for_the_next_pass(refused_input):
+    owed = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    for name in ("refused", "healthy"):
+        schedule(name, "tests.noop", "* * * * *", input=name)
+        set_next_fire(f":{name}", owed)
+    refused_input.install()
+    fired = fire_due(names=NAMES, tenant_id=None)
+    assert stored(":refused")[0] == owed  # rolled back to its savepoint, still owed: not an hour ahead
+    assert [r[2] for r in runs()] == ["healthy"]
+    assert {f.schedule.schedule_id: (type(f.error).__name__, f.postponed) for f in fired} == {
+        "refused": ("IntegrityError", False), "healthy": ("NoneType", False)}
+    refused_input.remove()
+    [again] = fire_due(names=NAMES, tenant_id=None)
+    assert again.error is None and again.run.idempotency_key == tick_key("refused", owed)
+    assert stored(":refused")[0] > db_now()
+
+
+def test_the_scheduler_retries_a_tick_the_database_refused_and_fires_the_others(refused_input, scheduler_threads):
+    owed = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    schedule("refused", "tests.noop", "0 3 * * *", input="refused")
+    set_next_fire(":refused", owed)
+    schedule("every-second", "tests.noop", "* * * * * *", input="tick")
+    refused_input.install()
+    thread = scheduler_threads()
+    wait_until(lambda: len(runs()) >= 2, timeout=30, message="the healthy schedule's ticks")
+    assert thread.is_alive() and stored(":refused")[0] == owed and "refused" not in [r[2] for r in runs()]
+    refused_input.remove()
+    wait_until(lambda: "refused" in [r[2] for r in runs()], timeout=30, message="the owed tick, retried")
+    assert f":{tick_key('refused', owed)}" in [key for key, _, _ in runs()]
+
+
+def test_while_the_database_refuses_a_tick_each_pass_backs_off_further(refused_input):
+    owed = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    schedule("refused", "tests.noop", "0 3 * * *", input="refused")
+    set_next_fire(":refused", owed)
+    refused_input.install()
+    scheduler = SchedulerThread(WorkerOptions(), threading.Event())  # its passes, run here, in this thread
+    assert [scheduler.step() for _ in range(8)] == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0])
+    assert stored(":refused")[0] == owed and runs() == []
+    refused_input.remove()
+    assert scheduler.step() >= 0.05 and [r[0] for r in runs()] == [f":{tick_key('refused', owed)}"]
+    # Once a pass went through, the next refusal starts from the shortest wait again.
+    set_next_fire(":refused", owed + timedelta(days=1))
+    refused_input.install()
+    assert scheduler.step() == pytest.approx(0.1)
+
+
+def test_a_full_batch_of_refused_ticks_holds_back_no_schedule_behind_it(refused_input, scheduler_threads):
+    owed = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    for index in range(FIRE_BATCH):
+        schedule(f"refused{index}", "tests.noop", "0 3 * * *", input="refused")
+        set_next_fire(f":refused{index}", owed)
+    schedule("behind", "tests.noop", "0 3 * * *", input="behind")
+    set_next_fire(":behind", owed + timedelta(seconds=1))  # after every refused one in the due order
+    refused_input.install()
+    thread = scheduler_threads()
+    wait_until(lambda: runs(), timeout=30, message="the schedule behind the refused batch")
+    assert [r[2] for r in runs()] == ["behind"] and thread.is_alive()
+    assert sql("SELECT DISTINCT next_fire_at FROM durable_schedule WHERE input = '\"refused\"'") == [(owed,)]
 
 
 def test_fire_now_enqueues_once_per_call_and_leaves_the_ticks_alone():
