@@ -366,6 +366,15 @@ def test_a_full_batch_of_refused_ticks_holds_back_no_schedule_behind_it(refused_
     assert sql("SELECT DISTINCT next_fire_at FROM durable_schedule WHERE input = '\"refused\"'") == [(owed,)]
 
 
+def test_an_operator_can_disable_and_enable_a_schedule_whose_stored_zone_is_a_folder():
+    schedule("corrupt", "tests.noop", "* * * * *")
+    owed = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    sql("UPDATE durable_schedule SET tz = 'Europe', next_fire_at = %s WHERE schedule_id = ':corrupt'", [owed])
+    assert not set_schedule_enabled("corrupt", False).enabled
+    enabled = set_schedule_enabled("corrupt", True)
+    assert enabled.enabled and enabled.next_fire_at == owed  # kept: firing will postpone it as a bad schedule
+
+
 def test_fire_now_enqueues_once_per_call_and_leaves_the_ticks_alone():
     schedule("manual", "tests.noop", "0 3 * * *", input={"m": 1}, enabled=False)
     next_fire_at = stored(":manual")[0]
