@@ -34,6 +34,8 @@ FIRE_JITTER_SECONDS = 1.0
 FIRE_BATCH = 100
 # The periodic purge runs when the scheduler starts, then this often.
 PURGE_INTERVAL_SECONDS = 3600.0
+# The first wait after a database error; it doubles up to MAX_WAIT_SECONDS while errors go on.
+FIRST_BACKOFF_SECONDS = 0.1
 
 
 class SchedulerThread(threading.Thread):
@@ -52,21 +54,20 @@ class SchedulerThread(threading.Thread):
         self.tenant_id = options.tenant_id
         # Set once the settings sync has been attempted (tests wait for it).
         self.synced = threading.Event()
+        self._sync_pending = True
         self._next_purge = time.monotonic()
+        self._backoff = FIRST_BACKOFF_SECONDS
 
     def run(self) -> None:
+        """Pass after pass until halted: any error is logged and the next pass tried, so the thread never dies."""
         try:
-            self._sync_settings()
-            self.synced.set()
-            backoff = 0.1
             while not self.halt_event.is_set():
                 try:
                     wait = self.step()
-                    backoff = 0.1
                 except DatabaseError as exc:
-                    logger.warning("scheduler: database error (%s); retrying in %.1fs", exc, backoff)
+                    wait = self._back_off()
+                    logger.warning("scheduler: database error (%s); retrying in %.1fs", exc, wait)
                     reset_connection()
-                    wait, backoff = backoff, min(backoff * 2, MAX_WAIT_SECONDS)
                 except Exception:  # noqa: BLE001 - the scheduler must outlive a bug in one pass
                     logger.exception("scheduler: unexpected error; retrying in %.0fs", MAX_WAIT_SECONDS)
                     wait = MAX_WAIT_SECONDS
@@ -76,32 +77,53 @@ class SchedulerThread(threading.Thread):
             connections.close_all()
 
     def step(self) -> float:
-        """One pass: fire what is due, and purge when it is time.
+        """One pass: sync settings until that has succeeded once, fire what is due, and purge when it is time.
 
         Returns:
             The seconds to wait before the next pass.
         """
-        self._fire_due()
+        if self._sync_pending:
+            self._sync_settings()
+        refused = self._fire_due()
         self._purge_if_due()
+        if refused:
+            return self._back_off()  # the refused ticks are still due: retry them, slower while refusals go on
+        self._backoff = FIRST_BACKOFF_SECONDS
         due = schedule_store.seconds_until_next_due(names=self.names, tenant_id=self.tenant_id) \
             if self.names else None
         wait = MAX_WAIT_SECONDS if due is None else min(max(due, 0.0), MAX_WAIT_SECONDS)
         return max(wait + random.uniform(0, FIRE_JITTER_SECONDS), 0.05)
 
-    def _fire_due(self) -> None:
+    def _back_off(self) -> float:
+        """The wait before retrying after a database error; each call in a row doubles the next."""
+        wait, self._backoff = self._backoff, min(self._backoff * 2, MAX_WAIT_SECONDS)
+        return wait
+
+    def _fire_due(self) -> bool:
+        """Fire due schedules batch after batch; True if the database refused a fire (its tick is still due)."""
+        # Refused schedules keep their place at the head of the due order: later batches of this pass skip them.
+        refused: list[str] = []
         while not self.halt_event.is_set():
-            fired = schedules_api.fire_due(names=self.names, tenant_id=self.tenant_id, limit=FIRE_BATCH)
+            fired = schedules_api.fire_due(names=self.names, tenant_id=self.tenant_id, limit=FIRE_BATCH,
+                                           skip=refused)
             for outcome in fired:
                 schedule = outcome.schedule
                 if outcome.error is None:
                     logger.info("schedule %s fired its tick %s with run %s (%s)", schedule.schedule_id,
                                 schedule.next_fire_at.isoformat(), outcome.run.run_id, schedule.name)
-                else:
+                elif outcome.postponed:
                     logger.error("schedule %s (tenant %s) could not fire (%s: %s); postponed by %s",
                                  schedule.schedule_id, schedule.tenant_id or "-", type(outcome.error).__name__,
                                  outcome.error, schedule_store.FIRE_FAILURE_BACKOFF)
+                else:
+                    refused.append(outcome.stored_id)
+                    logger.warning("schedule %s (tenant %s): the database refused its tick %s (%s: %s); "
+                                   "still due, retried at the next pass", schedule.schedule_id,
+                                   schedule.tenant_id or "-", schedule.next_fire_at.isoformat(),
+                                   type(outcome.error).__name__, outcome.error)
             if len(fired) < FIRE_BATCH:
-                return
+                break
+        return bool(refused)
 
     def _purge_if_due(self) -> None:
         purge_after = seconds(durable_settings.PURGE_AFTER, what='DURABLE["PURGE_AFTER"]')
@@ -118,22 +140,24 @@ class SchedulerThread(threading.Thread):
             schedule_store.release_purge_lock()
 
     def _sync_settings(self) -> None:
-        """Sync DURABLE["SCHEDULES"], retrying database errors until it succeeds or the worker stops."""
-        backoff = 0.1
-        while not self.halt_event.is_set():
-            try:
-                upserted, deleted, invalid = schedules_api.sync_settings_schedules(durable_settings.SCHEDULES)
-                break
-            except DatabaseError as exc:
-                logger.warning("scheduler: settings sync failed (%s); retrying in %.1fs", exc, backoff)
-                reset_connection()
-                self.halt_event.wait(backoff)
-                backoff = min(backoff * 2, MAX_WAIT_SECONDS)
-            except InvalidInput as exc:
-                logger.error("scheduler: settings not synced: %s", exc)
-                return
-        else:
+        """Sync DURABLE["SCHEDULES"]; a failed sync is logged and tried again next pass, and never holds up firing."""
+        try:
+            upserted, deleted, invalid = schedules_api.sync_settings_schedules(durable_settings.SCHEDULES)
+        except InvalidInput as exc:
+            # The setting itself is malformed: nothing changes that until the worker restarts.
+            logger.error("scheduler: settings not synced: %s", exc)
+            self._sync_pending = False
             return
+        except DatabaseError as exc:
+            logger.warning("scheduler: settings sync failed (%s); retrying at the next pass", exc)
+            reset_connection()
+            return
+        except Exception:  # noqa: BLE001 - the schedules already stored must fire all the same
+            logger.exception("scheduler: settings sync failed; retrying at the next pass")
+            return
+        finally:
+            self.synced.set()
+        self._sync_pending = False
         for schedule_id, error in invalid.items():
             logger.error('DURABLE["SCHEDULES"][%r] is invalid and was not synced: %s', schedule_id, error)
         if upserted or deleted:

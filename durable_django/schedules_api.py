@@ -9,14 +9,15 @@ settings) are in docs/schedules.md.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from django.db import transaction
 
 from .engine import cron as cron_math
 from .engine import submit
+from .exceptions import InvalidInput, InvalidSchedule
 from .values import json_text
-from .exceptions import DurableError, InvalidInput, InvalidSchedule
 from .registry import registry, validate_name
 from .store import schedules as schedule_store
 from .store.db import connection
@@ -169,7 +170,8 @@ def tick_key(schedule_id: str, tick: datetime) -> str:
     return f"schedule:{schedule_id}:{_stamp(tick)}"
 
 
-def fire_due(*, names: list[str], tenant_id: str | None, limit: int = 100) -> list[Fired]:
+def fire_due(*, names: list[str], tenant_id: str | None, limit: int = 100,
+             skip: Sequence[str] = ()) -> list[Fired]:
     """Fire the due schedules of functions in ``names`` (the scheduler's step).
 
     Misfire policy: a schedule found due fires once, for its owed tick (the
@@ -180,13 +182,15 @@ def fire_due(*, names: list[str], tenant_id: str | None, limit: int = 100) -> li
         names: the function names this scheduler's worker has.
         tenant_id: only this tenant's schedules; None for every tenant.
         limit: at most this many schedules in one transaction.
+        skip: stored ids (``Fired.stored_id``) to leave alone, such as ticks the database refused in this pass.
 
     Returns:
-        One Fired per schedule this call handled; an error postpones only its own schedule.
+        One Fired per schedule this call handled. A schedule that is itself bad is
+        postponed; one whose fire the database refused stays due.
     """
     if not names:
         return []
-    return schedule_store.claim_due(names=names, tenant_id=tenant_id, limit=limit, fire=fire_tick)
+    return schedule_store.claim_due(names=names, tenant_id=tenant_id, limit=limit, fire=fire_tick, skip=skip)
 
 
 def sync_settings_schedules(declared: dict) -> tuple[list[Schedule], list[str], dict[str, Exception]]:
@@ -206,21 +210,15 @@ def sync_settings_schedules(declared: dict) -> tuple[list[Schedule], list[str], 
     """
     if not isinstance(declared, dict):
         raise InvalidInput('DURABLE["SCHEDULES"] must be a dict of schedule id -> entry')
-    valid, invalid, kept_ids = [], {}, []
-    for schedule_id in sorted(declared, key=str):
+    valid, invalid = _validate_entries(declared)
+    kept_ids = [params["schedule_id"] for params in valid]
+    for schedule_id in invalid:
         entry = declared[schedule_id]
+        tenant = entry.get("tenant_id") if isinstance(entry, dict) else None
         try:
-            params = _settings_params(schedule_id, entry)
-        except DurableError as exc:
-            invalid[schedule_id] = exc
-            tenant = entry.get("tenant_id") if isinstance(entry, dict) else None
-            try:
-                kept_ids.append(_stored_id(schedule_id, tenant))
-            except InvalidInput:
-                pass
-            continue
-        valid.append(params)
-        kept_ids.append(params["schedule_id"])
+            kept_ids.append(_stored_id(schedule_id, tenant))
+        except InvalidInput:
+            pass
     with transaction.atomic(using=connection().alias):
         upserted = [_upsert(params, keep_disabled=True) for params in valid]
         deleted = schedule_store.delete_undeclared(kept_ids)
@@ -231,16 +229,23 @@ def declared_schedule_errors(declared) -> dict:
     """{entry id: error} for the entries of ``DURABLE["SCHEDULES"]`` that a sync would skip (no database access)."""
     if not isinstance(declared, dict):
         return {None: InvalidInput('DURABLE["SCHEDULES"] must be a dict of schedule id -> entry')}
-    errors = {}
-    for schedule_id, entry in declared.items():
-        try:
-            _settings_params(schedule_id, entry)
-        except DurableError as exc:
-            errors[schedule_id] = exc
-    return errors
+    return _validate_entries(declared)[1]
 
 
 _ENTRY_KEYS = {"name", "cron", "tz", "input", "tenant_id", "enabled"}
+
+
+def _validate_entries(declared: dict) -> tuple[list[dict], dict]:
+    """(params of the valid entries, {entry id: error} for the others), each entry validated on its own."""
+    valid, invalid = [], {}
+    for schedule_id in sorted(declared, key=str):
+        try:
+            valid.append(_settings_params(schedule_id, declared[schedule_id]))
+        # Settings are data: whatever one entry raises (an input nested too deep for JSON is a
+        # RecursionError) is that entry's error, and must not stop the check or the other entries.
+        except Exception as exc:  # noqa: BLE001
+            invalid[schedule_id] = exc
+    return valid, invalid
 
 
 def _settings_params(schedule_id, entry) -> dict:

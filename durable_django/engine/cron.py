@@ -26,6 +26,8 @@ from ..exceptions import InvalidSchedule
 # Wider than any DST shift a zone has used (double summer time was two hours).
 _TRANSITION_WINDOW = timedelta(hours=3)
 _HOURS_OF_A_DAY = set(range(24))
+# Zone names are short ("America/Argentina/ComodRivadavia" is among the longest): an error shows this much.
+_SHOWN_ZONE_CHARS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,8 +114,10 @@ def zone(tz) -> ZoneInfo:
         raise InvalidSchedule(f"a time zone must be an IANA zone name, got {tz!r}", tz=tz)
     try:
         return ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise InvalidSchedule(f"unknown time zone {tz!r}", tz=tz) from exc
+    # A folder of the zoneinfo tree ("Europe") or a name too long for a path is an OSError, a NUL a ValueError.
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        shown = tz if len(tz) <= _SHOWN_ZONE_CHARS else f"{tz[:_SHOWN_ZONE_CHARS]}..."
+        raise InvalidSchedule(f"unknown time zone {shown!r}", tz=tz) from exc
 
 
 def next_fire_after(spec: CronSpec, after: datetime) -> datetime:

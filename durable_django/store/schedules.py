@@ -8,17 +8,18 @@ transaction, lets the caller enqueue each tick's run and then advances
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Callable
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 
 from ..types import Run, Schedule
 from .db import SCHEDULE_COLUMNS, connection, cursor, row_to_schedule
 
-# How far a schedule that failed to fire (corrupt cron or zone, enqueue error) is pushed back,
-# so it leaves the head of the due order and blocks no other schedule.
+# How far a schedule that is itself bad (its fire failed for a reason other than the database:
+# a corrupt cron or zone, an enqueue refused) is pushed back, so it leaves the head of the due
+# order and blocks no other schedule.
 FIRE_FAILURE_BACKOFF = timedelta(hours=1)
 
 # Insert or update one schedule. next_fire_at is kept while cron and tz are unchanged,
@@ -83,10 +84,11 @@ _BOUNDS = """
 """
 
 # Due enabled schedules of functions this scheduler can run, oldest tick first, skipping rows
-# another scheduler holds (it is firing them right now).
+# another scheduler holds (it is firing them right now) and those the caller asks to skip.
 CLAIM_DUE = f"""
 SELECT {SCHEDULE_COLUMNS}, schedule_id, now() FROM durable_schedule
 WHERE enabled AND next_fire_at <= now() {_BOUNDS}
+  AND NOT (schedule_id = ANY(%(skip)s::text[]))
 ORDER BY next_fire_at
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
@@ -119,11 +121,18 @@ PURGE_UNLOCK = "SELECT pg_advisory_unlock(hashtext('durable_django.purge'))"
 
 @dataclass(frozen=True, slots=True)
 class Fired:
-    """What one due schedule's fire did: the run it enqueued, or the error that postponed it."""
+    """What one due schedule's fire did: the run it enqueued, or the error that stopped it.
 
+    ``postponed`` tells the two errors apart: True, the schedule itself is bad and was
+    pushed back FIRE_FAILURE_BACKOFF; False, the database failed and its tick is still owed.
+    ``stored_id`` is the tenant-scoped id, for ``claim_due(skip=...)``.
+    """
+
+    stored_id: str
     schedule: Schedule
     run: Run | None
     error: Exception | None
+    postponed: bool = False
 
 
 def database_now() -> datetime:
@@ -186,20 +195,22 @@ def mark_fired(schedule_id: str) -> None:
 
 
 def claim_due(*, names: list[str], tenant_id: str | None, limit: int,
-              fire: Callable[[Schedule, datetime], tuple[Run, datetime]]) -> list[Fired]:
+              fire: Callable[[Schedule, datetime], tuple[Run, datetime]], skip: Sequence[str] = ()) -> list[Fired]:
     """Fire up to ``limit`` due schedules in one transaction.
 
     For each locked due schedule, ``fire(schedule, database_now)`` enqueues the
     tick's run and returns it with the next fire time; the row advances before
     the transaction commits. A ``fire`` that raises is rolled back to its
-    savepoint and the schedule is postponed by FIRE_FAILURE_BACKOFF, so it
-    never blocks the others.
+    savepoint. A database error leaves the schedule due, its tick owed to the
+    next pass; any other error means the schedule itself is bad, and it is
+    postponed by FIRE_FAILURE_BACKOFF so it never blocks the others.
 
     Args:
         names: function names this scheduler can run; other schedules stay due for another worker.
         tenant_id: only this tenant's schedules, or None for all.
         limit: at most this many schedules in one transaction.
         fire: enqueues one schedule's tick.
+        skip: stored ids to leave alone (due ticks the database refused earlier in this pass).
 
     Returns:
         One Fired per due schedule this call locked.
@@ -208,7 +219,8 @@ def claim_due(*, names: list[str], tenant_id: str | None, limit: int,
     outcomes = []
     with transaction.atomic(using=alias):
         with cursor() as cur:
-            cur.execute(CLAIM_DUE, {"names": list(names), "tenant_id": tenant_id, "limit": limit})
+            cur.execute(CLAIM_DUE, {"names": list(names), "tenant_id": tenant_id, "limit": limit,
+                                    "skip": list(skip)})
             rows = cur.fetchall()
         for row in rows:
             schedule, stored_id, now = row_to_schedule(row), row[-2], row[-1]
@@ -217,13 +229,17 @@ def claim_due(*, names: list[str], tenant_id: str | None, limit: int,
                     run, next_fire_at = fire(schedule, now)
                     with cursor() as cur:
                         cur.execute(ADVANCE, {"schedule_id": stored_id, "next_fire_at": next_fire_at})
+            except DatabaseError as exc:
+                if transaction.get_rollback(using=alias):
+                    raise  # not even the savepoint rolled back: the connection is gone, and this batch with it
+                outcomes.append(Fired(stored_id, schedule, None, exc))
             except Exception as exc:  # noqa: BLE001 - one schedule's failure must not stop the batch
                 with cursor() as cur:
                     cur.execute(POSTPONE, {"schedule_id": stored_id,
                                            "seconds": FIRE_FAILURE_BACKOFF.total_seconds()})
-                outcomes.append(Fired(schedule, None, exc))
+                outcomes.append(Fired(stored_id, schedule, None, exc, postponed=True))
             else:
-                outcomes.append(Fired(schedule, run, None))
+                outcomes.append(Fired(stored_id, schedule, run, None))
     return outcomes
 
 

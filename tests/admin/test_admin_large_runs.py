@@ -36,7 +36,7 @@ def large_run(transactional_db):
     sql("""INSERT INTO durable_signal (run_id, signal, occurrence, value)
            SELECT %(run)s, 'note', i, to_jsonb(repeat('s', 20000)) FROM generate_series(0, 299) i""", {"run": RUN})
     sql("""INSERT INTO durable_run (run_id, name, status, retry_policy, parent_run_id)
-           SELECT 'child-' || i, 'tests.noop', 'pending', '{}', %(run)s FROM generate_series(1, 300) i""",
+           SELECT 'child-' || i, 'tests.noop', 'cancelled', '{}', %(run)s FROM generate_series(1, 300) i""",
         {"run": RUN})
     assert sql("SELECT length(error) FROM durable_run WHERE run_id = %s", [RUN])[0][0] > 3_000_000
     return RUN

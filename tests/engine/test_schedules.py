@@ -1,18 +1,20 @@
 """Schedules on the real database: upsert, tenancy, firing races, misfires, DST, settings sync, purge."""
 
 import json
+import logging
 import threading
 import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from django.core import checks
 from django.db import connections, transaction
 
 from durable_django import schedule, unschedule
 from durable_django.engine.cron import next_fire_after, parse
 from durable_django.exceptions import InvalidInput, InvalidSchedule, UnknownFunction
 from durable_django.registry import registry
-from durable_django.scheduler import SchedulerThread
+from durable_django.scheduler import FIRE_BATCH, SchedulerThread
 from durable_django.schedules_api import (
     fire_due, fire_schedule_now, fire_tick, get_schedule, list_schedules, set_schedule_enabled,
     sync_settings_schedules, tick_key,
@@ -40,6 +42,14 @@ def db_now():
 
 def set_next_fire(stored_id, at):
     sql("UPDATE durable_schedule SET next_fire_at = %s WHERE schedule_id = %s", [at, stored_id])
+
+
+def nested(depth):
+    """A JSON value nested deeper than the encoder can go (a RecursionError, not a DurableError)."""
+    value = []
+    for _ in range(depth):
+        value = [value]
+    return value
 
 
 def stored(stored_id):
@@ -96,6 +106,8 @@ def test_upsert_keeps_next_fire_at_unless_cron_or_zone_change():
     ({"cron": "61 * * * *"}, InvalidSchedule),
     ({"cron": "0 0 30 2 *"}, InvalidSchedule),
     ({"tz": "Nowhere/Special"}, InvalidSchedule),
+    ({"tz": "Europe"}, InvalidSchedule),  # a folder of the zoneinfo tree
+    ({"tz": "x" * 10_000}, InvalidSchedule),
     ({"name": "tests.not_registered"}, UnknownFunction),
     ({"tenant_id": "not-a-uuid"}, InvalidInput),
     ({"input": {"bad": object()}}, InvalidInput),
@@ -265,15 +277,102 @@ def test_a_corrupt_schedule_or_a_missing_function_blocks_no_other():
         set_next_fire(stored_id, owed - timedelta(seconds=1))
     set_next_fire(":healthy", owed)  # last in the due order
     fired = fire_due(names=NAMES, tenant_id=None, limit=4)
-    assert {f.schedule.schedule_id: type(f.error).__name__ for f in fired} == {
-        "corrupt0": "InvalidSchedule", "corrupt1": "InvalidSchedule", "corrupt2": "InvalidSchedule",
-        "healthy": "NoneType"}
+    assert {f.schedule.schedule_id: (type(f.error).__name__, f.postponed) for f in fired} == {
+        "corrupt0": ("InvalidSchedule", True), "corrupt1": ("InvalidSchedule", True),
+        "corrupt2": ("InvalidSchedule", True), "healthy": ("NoneType", False)}
     assert [key for key, _, _ in runs()] == [f":{tick_key('healthy', owed)}"]
     now = db_now()
     for stored_id in (":corrupt0", ":corrupt1", ":corrupt2"):
         assert stored(stored_id)[0] > now + timedelta(minutes=59)  # out of the way for an hour
     assert stored(":orphan")[0] == owed  # still owed, for a worker that has tests.gone
     assert fire_due(names=NAMES, tenant_id=None) == []
+
+
+class RefusedInput:
+    """A real database error for one schedule's run: a CHECK constraint on durable_run refuses the input "refused"."""
+
+    def install(self):
+        sql("""ALTER TABLE durable_run ADD CONSTRAINT test_refused_input CHECK (input <> '"refused"') NOT VALID""")
+
+    def remove(self):
+        sql("ALTER TABLE durable_run DROP CONSTRAINT IF EXISTS test_refused_input")
+
+
+@pytest.fixture
+def refused_input():
+    fault = RefusedInput()
+    yield fault
+    fault.remove()
+
+
+def test_a_database_error_while_firing_leaves_the_tick_owed_for_the_next_pass(refused_input):
+    owed = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    for name in ("refused", "healthy"):
+        schedule(name, "tests.noop", "* * * * *", input=name)
+        set_next_fire(f":{name}", owed)
+    refused_input.install()
+    fired = fire_due(names=NAMES, tenant_id=None)
+    assert stored(":refused")[0] == owed  # rolled back to its savepoint, still owed: not an hour ahead
+    assert [r[2] for r in runs()] == ["healthy"]
+    assert {f.schedule.schedule_id: (type(f.error).__name__, f.postponed) for f in fired} == {
+        "refused": ("IntegrityError", False), "healthy": ("NoneType", False)}
+    refused_input.remove()
+    [again] = fire_due(names=NAMES, tenant_id=None)
+    assert again.error is None and again.run.idempotency_key == tick_key("refused", owed)
+    assert stored(":refused")[0] > db_now()
+
+
+def test_the_scheduler_retries_a_tick_the_database_refused_and_fires_the_others(refused_input, scheduler_threads):
+    owed = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    schedule("refused", "tests.noop", "0 3 * * *", input="refused")
+    set_next_fire(":refused", owed)
+    schedule("every-second", "tests.noop", "* * * * * *", input="tick")
+    refused_input.install()
+    thread = scheduler_threads()
+    wait_until(lambda: len(runs()) >= 2, timeout=30, message="the healthy schedule's ticks")
+    assert thread.is_alive() and stored(":refused")[0] == owed and "refused" not in [r[2] for r in runs()]
+    refused_input.remove()
+    wait_until(lambda: "refused" in [r[2] for r in runs()], timeout=30, message="the owed tick, retried")
+    assert f":{tick_key('refused', owed)}" in [key for key, _, _ in runs()]
+
+
+def test_while_the_database_refuses_a_tick_each_pass_backs_off_further(refused_input):
+    owed = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    schedule("refused", "tests.noop", "0 3 * * *", input="refused")
+    set_next_fire(":refused", owed)
+    refused_input.install()
+    scheduler = SchedulerThread(WorkerOptions(), threading.Event())  # its passes, run here, in this thread
+    assert [scheduler.step() for _ in range(8)] == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0])
+    assert stored(":refused")[0] == owed and runs() == []
+    refused_input.remove()
+    assert scheduler.step() >= 0.05 and [r[0] for r in runs()] == [f":{tick_key('refused', owed)}"]
+    # Once a pass went through, the next refusal starts from the shortest wait again.
+    set_next_fire(":refused", owed + timedelta(days=1))
+    refused_input.install()
+    assert scheduler.step() == pytest.approx(0.1)
+
+
+def test_a_full_batch_of_refused_ticks_holds_back_no_schedule_behind_it(refused_input, scheduler_threads):
+    owed = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    for index in range(FIRE_BATCH):
+        schedule(f"refused{index}", "tests.noop", "0 3 * * *", input="refused")
+        set_next_fire(f":refused{index}", owed)
+    schedule("behind", "tests.noop", "0 3 * * *", input="behind")
+    set_next_fire(":behind", owed + timedelta(seconds=1))  # after every refused one in the due order
+    refused_input.install()
+    thread = scheduler_threads()
+    wait_until(lambda: runs(), timeout=30, message="the schedule behind the refused batch")
+    assert [r[2] for r in runs()] == ["behind"] and thread.is_alive()
+    assert sql("SELECT DISTINCT next_fire_at FROM durable_schedule WHERE input = '\"refused\"'") == [(owed,)]
+
+
+def test_an_operator_can_disable_and_enable_a_schedule_whose_stored_zone_is_a_folder():
+    schedule("corrupt", "tests.noop", "* * * * *")
+    owed = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    sql("UPDATE durable_schedule SET tz = 'Europe', next_fire_at = %s WHERE schedule_id = ':corrupt'", [owed])
+    assert not set_schedule_enabled("corrupt", False).enabled
+    enabled = set_schedule_enabled("corrupt", True)
+    assert enabled.enabled and enabled.next_fire_at == owed  # kept: firing will postpone it as a bad schedule
 
 
 def test_fire_now_enqueues_once_per_call_and_leaves_the_ticks_alone():
@@ -368,3 +467,61 @@ def test_malformed_settings_schedules_do_not_stop_the_scheduler(settings, schedu
     assert thread.synced.wait(30)
     wait_until(lambda: runs(), timeout=30, message="the API schedule's tick")
     assert thread.is_alive()
+
+
+BAD_ENTRIES = {
+    "folder-zone": {"name": "tests.noop", "cron": "* * * * * *", "tz": "Europe"},
+    "long-zone": {"name": "tests.noop", "cron": "* * * * * *", "tz": "x" * 10_000},
+    "deep-input": {"name": "tests.noop", "cron": "* * * * * *", "input": nested(100_000)},
+}
+
+
+def test_check_reports_each_bad_settings_entry_as_e007_without_crashing(settings):
+    settings.DURABLE = {**settings.DURABLE, "SCHEDULES": {
+        **BAD_ENTRIES, "good": {"name": "tests.noop", "cron": "* * * * *"}}}
+    errors = [error for error in checks.run_checks() if error.id == "durable_django.E007"]
+    assert len(errors) == len(BAD_ENTRIES)
+    for entry in BAD_ENTRIES:
+        assert any(f"entry {entry!r} is invalid" in error.msg for error in errors), entry
+    assert any("unknown time zone 'Europe'" in error.msg for error in errors)
+
+
+def test_bad_settings_entries_and_a_corrupt_stored_zone_stop_no_other_schedule(settings, scheduler_threads, caplog):
+    settings.DURABLE = {**settings.DURABLE, "SCHEDULES": {
+        **BAD_ENTRIES, "every-second": {"name": "tests.noop", "cron": "* * * * * *", "input": "tick"}}}
+    schedule("stored-folder-zone", "tests.noop", "* * * * *", input="corrupt")
+    sql("UPDATE durable_schedule SET tz = 'America' WHERE schedule_id = ':stored-folder-zone'")
+    set_next_fire(":stored-folder-zone", datetime(2024, 1, 1, tzinfo=timezone.utc))
+    thread = scheduler_threads()
+    assert thread.synced.wait(30)
+    wait_until(lambda: len(runs()) >= 2, timeout=30, message="two ticks of the valid entry")
+    assert thread.is_alive()
+    assert {run_input for _, _, run_input in runs()} == {"tick"}
+    assert sorted(r[0] for r in sql("SELECT schedule_id FROM durable_schedule")) == [
+        ":every-second", ":stored-folder-zone"]
+    assert stored(":stored-folder-zone")[0] > db_now() + timedelta(minutes=59)  # postponed, as a bad schedule
+    errors = [record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR]
+    for entry in BAD_ENTRIES:
+        assert any(f'DURABLE["SCHEDULES"][{entry!r}] is invalid' in message for message in errors), entry
+    assert any("stored-folder-zone" in message and "InvalidSchedule" in message for message in errors)
+
+
+def test_a_settings_sync_the_database_refuses_holds_up_no_firing_and_is_retried(settings, scheduler_threads):
+    schedule("api", "tests.noop", "* * * * *", input="api")
+    set_next_fire(":api", datetime(2024, 1, 1, tzinfo=timezone.utc))
+    settings.DURABLE = {**settings.DURABLE, "SCHEDULES": {
+        "from-settings": {"name": "tests.noop", "cron": "0 3 * * *"}}}
+    # A real database error on every sync: PostgreSQL refuses the settings row.
+    sql("CREATE FUNCTION test_refuse_row() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN RAISE EXCEPTION 'refused by a test trigger'; END $$")
+    sql("CREATE TRIGGER test_refuse_settings BEFORE INSERT ON durable_schedule FOR EACH ROW "
+        "WHEN (NEW.source = 'settings') EXECUTE FUNCTION test_refuse_row()")
+    try:
+        thread = scheduler_threads()
+        wait_until(lambda: runs(), timeout=30, message="the API schedule's tick while the sync fails")
+        assert thread.is_alive() and stored(":from-settings") is None
+    finally:
+        sql("DROP TRIGGER test_refuse_settings ON durable_schedule")
+        sql("DROP FUNCTION test_refuse_row()")
+    wait_until(lambda: stored(":from-settings"), timeout=30, message="the sync, retried")
+    assert stored(":from-settings")[2] == "settings" and thread.is_alive()

@@ -98,11 +98,18 @@ def test_invalid_expressions_raise_invalid_schedule(expression):
         parse(expression)
 
 
-@pytest.mark.parametrize("tz", ["Mars/Olympus", "", None, "../etc/passwd", 3])
+@pytest.mark.parametrize("tz", [
+    "Mars/Olympus", "", None, "../etc/passwd", "../etc", 3,
+    # Folders of the zoneinfo tree: opening one is an IsADirectoryError, not a missing zone.
+    "Europe", "America", "Etc",
+    "Europe/Berlin\x00", "\x00",
+    pytest.param("x" * 10_000, id="long-name"), pytest.param("Europe/" * 2_000, id="long-path"),
+])
 def test_invalid_zones_raise_invalid_schedule(tz):
     with pytest.raises(InvalidSchedule) as info:
         parse("* * * * *", tz)
     assert isinstance(info.value, InvalidInput)
+    assert len(str(info.value)) < 200  # an absurd name does not flood the log
 
 
 def test_naive_instant_is_refused():
