@@ -24,7 +24,7 @@ import sys
 import uuid
 from datetime import timedelta
 from functools import cached_property
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from django import forms
 from django.contrib import admin, messages
@@ -746,9 +746,9 @@ class ScheduleTaken(Exception):
 def next_fire_in_zone(schedule: Schedule) -> str:
     """The next fire time as wall-clock time in the schedule's own zone, with its offset."""
     try:
-        zone = ZoneInfo(schedule.tz or "UTC")
-    except (ZoneInfoNotFoundError, ValueError):
-        zone = ZoneInfo("UTC")
+        zone = cron_math.zone(schedule.tz or "UTC")
+    except InvalidSchedule:
+        zone = ZoneInfo("UTC")  # a corrupt stored zone; firing postpones the schedule and says why
     local = schedule.next_fire_at.astimezone(zone)
     return f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()} ({zone.key})"
 

@@ -421,6 +421,12 @@ def test_schedule_listing_shows_the_next_fire_in_its_own_zone(nightly, admin_cli
     assert f"{local:%Y-%m-%d} 02:30:00 {local.tzname()} (Europe/Berlin)" in response.content.decode()
 
 
+def test_a_stored_zone_that_names_a_folder_still_lists_and_shows_the_schedule(nightly, admin_client):
+    sql("UPDATE durable_schedule SET tz = 'Europe' WHERE schedule_id = ':nightly'")
+    assert admin_client.get(SCHEDULES).status_code == 200
+    assert admin_client.get(schedule_url(":nightly")).status_code == 200
+
+
 def test_adding_a_schedule_validates_cron_and_zone_and_writes_nothing_when_invalid(admin_client, transactional_db):
     bad = admin_client.post(f"{SCHEDULES}add/", {"key": "hourly", "name": "tests.noop", "cron": "61 * * * *",
                                                  "tz": "Mars/Olympus", "input": "", "enabled": "on"})
