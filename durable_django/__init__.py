@@ -37,7 +37,7 @@ _LAZY = {
     "durable_function": "registry",
     "cancel": "api", "emit_signal": "api", "enqueue": "api", "get_run": "api", "list_runs": "api",
     "purge_finished": "api", "resume": "api", "wait_for_result": "api",
-    "schedule": "schedules_api", "unschedule": "schedules_api",
+    "schedule": "api", "unschedule": "api",
 }
 
 

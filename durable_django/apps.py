@@ -10,11 +10,12 @@ class DurableConfig(AppConfig):
 
     def ready(self):
         from . import checks  # noqa: F401  registers the system checks
-        from .registry import registry
-        from .tasks_runtime import task_handler
+        from .contrib import tasks as tasks_plugin
 
-        # Runs named by an import path are Django Tasks runs: the plug-in resolves them.
-        registry.set_path_resolver(task_handler)
+        # Runs named by an import path are Django Tasks runs: the plug-in resolves them, where the
+        # tasks framework is installed (Django 6, or the django-tasks backport).
+        if tasks_plugin.framework_installed():
+            tasks_plugin.install()
 
         # Like admin.py: every installed app's durable.py registers its functions.
         autodiscover_modules("durable")

@@ -68,7 +68,7 @@ def check_settings(app_configs=None, **kwargs):
 def _schedule_errors():
     from .values import seconds
     from .exceptions import InvalidInput
-    from .schedules_api import declared_schedule_errors
+    from .engine.schedules import declared_schedule_errors
 
     errors = [
         checks.Error(f"DURABLE['SCHEDULES'] entry {schedule_id!r} is invalid: {exc}", id="durable_django.E007")

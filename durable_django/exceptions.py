@@ -51,6 +51,10 @@ class RecoveriesExhausted(DurableError):
     """A run's workers kept dying (or vanished) until MAX_RECOVERIES ran out; it fails rather than loop."""
 
 
+class ReadOnlyRecord(DurableError):
+    """Durable records are written by durable_django's client API only, never through the models."""
+
+
 class DuplicateRegistration(ImproperlyConfigured):
     """One (name, version) was registered twice with different callables."""
 

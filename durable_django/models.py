@@ -1,14 +1,18 @@
-"""The durable tables: fields, constraints and indexes, nothing else.
+"""The durable tables: fields, constraints and indexes, and a manager that only reads.
 
-Only the store writes these tables; the admin reads them. Index definitions
-follow the seed schema (compare definitions, not names); the partial indexes
-beyond it serve the claim's own order.
+Only the store writes these tables, with its own SQL; the admin reads them
+through these models. Writing through a model (create, save, update, delete)
+raises ``ReadOnlyRecord``: every change goes through the client API, so its
+rules (fences, cascades, NOTIFY) always apply. Index definitions follow the
+seed schema (compare definitions, not names); the partial indexes beyond it
+serve the claim's own order, the cascades and the reconciler.
 """
 
 from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Now
 
+from .exceptions import ReadOnlyRecord
 from .states import MAX_PRIORITY, MIN_PRIORITY, RunStatus
 
 # Constraint names are shared with the store, which maps violations by name.
@@ -17,7 +21,33 @@ COALESCE_CONSTRAINT = "durable_run_coalesce_key_pending"
 PRIORITY_CONSTRAINT = "durable_run_priority_range"
 
 
-class Run(models.Model):
+def _refuse(*args, **kwargs):
+    raise ReadOnlyRecord()
+
+
+class ReadOnlyQuerySet(models.QuerySet):
+    """A queryset that reads; every write raises ReadOnlyRecord."""
+
+    create = get_or_create = update_or_create = bulk_create = bulk_update = update = delete = _refuse
+
+
+
+class DurableModel(models.Model):
+    """A durable table's model: read through it, never write through it."""
+
+    objects = ReadOnlyQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args, **kwargs):
+        raise ReadOnlyRecord()
+
+    def delete(self, *args, **kwargs):
+        raise ReadOnlyRecord()
+
+
+class Run(DurableModel):
     run_id = models.TextField(primary_key=True)
     name = models.TextField()
     version = models.IntegerField(db_default=1)
@@ -121,7 +151,7 @@ class Run(models.Model):
         return f"{self.name} v{self.version} [{self.status}] {self.run_id}"
 
 
-class Step(models.Model):
+class Step(DurableModel):
     """The journal: one row per completed step, sleep, wait or spawn of a run."""
 
     pk = models.CompositePrimaryKey("run_id", "step_id")
@@ -137,7 +167,7 @@ class Step(models.Model):
         verbose_name = "step"
 
 
-class Signal(models.Model):
+class Signal(DurableModel):
     """Signals, kept from the moment they are emitted, before or after their wait."""
 
     pk = models.CompositePrimaryKey("run_id", "signal", "occurrence")
@@ -153,7 +183,7 @@ class Signal(models.Model):
         verbose_name = "signal"
 
 
-class Schedule(models.Model):
+class Schedule(DurableModel):
     schedule_id = models.TextField(primary_key=True)
     name = models.TextField()
     cron = models.TextField()

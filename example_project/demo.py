@@ -233,7 +233,7 @@ class Demo:
             self.follow(f"{plan.order} confirmation", plan.order.confirmation_task_id, "succeeded", str(plan.order))
 
     def fire_report(self) -> None:
-        from durable_django.schedules_api import fire_schedule_now
+        from durable_django.api.schedules import fire_schedule_now
 
         run = fire_schedule_now("nightly-report")
         self.report = self.follow("nightly report", run.run_id, "succeeded")
@@ -344,7 +344,7 @@ class Demo:
             time.sleep(interval)
 
     def synced_schedule(self) -> bool:
-        from durable_django.schedules_api import get_schedule
+        from durable_django.api.schedules import get_schedule
 
         return get_schedule("nightly-report") is not None
 

@@ -16,6 +16,7 @@ from ..conf import durable_settings
 from ..exceptions import OutputNotStored
 from ..registry import registry
 from ..store import claims, journal, landing
+from ..store.schedules import database_now  # noqa: F401  (the worker's clock for its cutoffs)
 from ..store.claims import ClaimBounds, Renewal
 from ..store.db import WAKE_CHANNEL, is_disconnect, listening, reset_connection  # noqa: F401  (the worker's)
 from ..types import ClaimedRun

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from ..models import MAX_PRIORITY, MIN_PRIORITY
+from ..states import MAX_PRIORITY, MIN_PRIORITY
 from ..states import RunStatus
 from .db import TERMINAL, cursor
 

@@ -47,6 +47,16 @@ ON CONFLICT (schedule_id) DO UPDATE SET
 RETURNING {SCHEDULE_COLUMNS}
 """
 
+# Insert one schedule unless its id is taken.
+INSERT = f"""
+INSERT INTO durable_schedule (
+    schedule_id, name, cron, tz, input, next_fire_at, enabled, tenant_id, source, created_at, updated_at)
+VALUES (%(schedule_id)s, %(name)s, %(cron)s, %(tz)s, %(input)s::jsonb, %(next_fire_at)s, %(enabled)s,
+        %(tenant_id)s, %(source)s, now(), now())
+ON CONFLICT (schedule_id) DO NOTHING
+RETURNING {SCHEDULE_COLUMNS}
+"""
+
 DELETE = "DELETE FROM durable_schedule WHERE schedule_id = %s"
 
 # Settings-declared schedules whose entry is gone.
@@ -146,6 +156,14 @@ def upsert(params: dict, *, keep_disabled: bool = False) -> Schedule:
     with cursor() as cur:
         cur.execute(UPSERT, {**params, "keep_disabled": keep_disabled})
         return row_to_schedule(cur.fetchone())
+
+
+def insert(params: dict) -> Schedule | None:
+    """Insert a schedule; None when its id is taken."""
+    with cursor() as cur:
+        cur.execute(INSERT, params)
+        row = cur.fetchone()
+    return row_to_schedule(row) if row else None
 
 
 def delete(schedule_id: str) -> bool:

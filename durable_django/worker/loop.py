@@ -36,6 +36,7 @@ from ..registry import registry
 from .heartbeat import Heartbeat
 from .listener import Listener
 from .reconciler import ReconcilerThread
+from .scheduler import SchedulerThread
 from .slots import PREFETCH_HOLD_SECONDS, SlotPool
 
 logger = logging.getLogger("durable_django.worker")
@@ -132,8 +133,6 @@ class Worker:
         if not self.options.burst:
             self._start(ReconcilerThread(self._halt, self._count_repairs))
         if self.options.scheduler and not self.options.burst:
-            from ..scheduler import SchedulerThread
-
             self._start(SchedulerThread(self.options, self._halt))
 
     def _start(self, thread: threading.Thread) -> None:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from durable_django import api, schedules_api
+from durable_django import api
+from durable_django.api import schedules as schedules_api
 from tests.admin.conftest import status_of
 from tests.helpers import ROOT
 

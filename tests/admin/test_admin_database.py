@@ -12,7 +12,8 @@ import pytest
 from django.db import connections
 from django.test.utils import CaptureQueriesContext
 
-from durable_django import api, schedules_api
+from durable_django import api
+from durable_django.api import schedules as schedules_api
 from durable_django.checks import check_database
 from durable_django.testing import run_until_idle
 from tests.admin.test_admin_pages import RUNS, SCHEDULES, confirm_bulk, listed_run_ids, run_url, schedule_url

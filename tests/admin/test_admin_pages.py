@@ -15,7 +15,8 @@ from django.db import connection, transaction
 from django.db import connections as db_connections
 from django.test.utils import CaptureQueriesContext
 
-from durable_django import api, schedules_api
+from durable_django import api
+from durable_django.api import schedules as schedules_api
 from durable_django.models import Schedule
 from durable_django.registry import registry
 from durable_django.store import overview as overview_store
@@ -489,7 +490,7 @@ def test_an_add_racing_another_add_of_the_same_id_writes_nothing(admin_client):
     [response] = responses
     assert response.status_code == 302 and response.url == f"{SCHEDULES}add/"
     messages = [str(message) for message in admin_client.get(SCHEDULES).context["messages"]]
-    assert any("was added in this tenant meanwhile; nothing was saved" in message for message in messages)
+    assert any("Nothing was saved: a schedule" in message and "already exists" in message for message in messages)
     assert schedules_api.get_schedule("nightly").cron == "30 2 * * *"
 
 
@@ -579,7 +580,7 @@ def test_a_settings_schedule_can_be_disabled_but_not_edited(nightly, admin_clien
 
 
 def test_an_action_over_too_many_runs_is_refused_whole(example_runs, admin_client):
-    from durable_django.admin_actions import MAX_ACTION_TARGETS
+    from durable_django.admin.operations import MAX_ACTION_TARGETS
 
     sql("""INSERT INTO durable_run (run_id, name, status, retry_policy, created_at, updated_at)
            SELECT 'many-' || i, 'tests.noop', 'pending', '{}', now(), now() FROM generate_series(1, %s) i""",

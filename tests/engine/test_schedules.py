@@ -14,11 +14,9 @@ from durable_django import schedule, unschedule
 from durable_django.engine.cron import next_fire_after, parse
 from durable_django.exceptions import InvalidInput, InvalidSchedule, UnknownFunction
 from durable_django.registry import registry
-from durable_django.scheduler import FIRE_BATCH, SchedulerThread
-from durable_django.schedules_api import (
-    fire_due, fire_schedule_now, fire_tick, get_schedule, list_schedules, set_schedule_enabled,
-    sync_settings_schedules, tick_key,
-)
+from durable_django.api.schedules import fire_schedule_now, get_schedule, list_schedules, set_schedule_enabled
+from durable_django.engine.schedules import fire_due, fire_tick, sync_settings_schedules, tick_key
+from durable_django.worker.scheduler import FIRE_BATCH, SchedulerThread
 from durable_django.store import schedules as schedule_store
 from durable_django.store.db import listening
 from durable_django.worker.loop import WorkerOptions

@@ -20,8 +20,9 @@ from durable_django.engine import submit
 from durable_django.exceptions import Cancelled, InvalidInput
 from durable_django.states import CancelOutcome
 from durable_django.testing import run_until_idle
-from durable_django.tasks import DurableBackend, InvalidTask, TaskResultDoesNotExist, TaskResultStatus
-from durable_django.tasks_runtime import TaskPathError
+from durable_django.contrib.tasks.compat import InvalidTask, TaskResultDoesNotExist, TaskResultStatus
+from durable_django.contrib.tasks.paths import TaskPathError
+from durable_django.tasks import DurableBackend
 from tests.helpers import sql, wait_until
 from tests.workflows import tasks
 
@@ -293,7 +294,7 @@ def test_a_stored_task_path_outside_the_installed_apps_is_never_imported(effects
     run = stored_task_run("tests.untrusted.job")
     run_until_idle()
     failed = api.get_run(run.run_id)
-    assert (failed.status, failed.error_type) == ("failed", "durable_django.tasks_runtime.TaskPathError")
+    assert (failed.status, failed.error_type) == ("failed", "durable_django.contrib.tasks.paths.TaskPathError")
     assert "not inside an installed app" in failed.error
     assert "tests.untrusted" not in sys.modules
     assert lines("untrusted-module-imported") == [] and lines("untrusted-job-ran") == []
@@ -308,7 +309,7 @@ def test_a_run_whose_path_does_not_import_or_is_no_task_fails_with_a_clear_error
     for run_id, why in [(missing.run_id, "does not import"), (not_a_task.run_id, "not a Django task")]:
         run = api.get_run(run_id)
         assert (run.status, run.attempts) == ("failed", 1)
-        assert run.error_type == "durable_django.tasks_runtime.TaskPathError" and why in run.error
+        assert run.error_type == "durable_django.contrib.tasks.paths.TaskPathError" and why in run.error
     assert lines("plain-function-called") == []
     with pytest.raises(TaskPathError, match="does not import"):
         default_task_backend.get_result(missing.run_id)

@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ...exceptions import MigrationsNotApplied
 from ...worker import Worker, WorkerOptions
-from ...worker.preflight import ensure_migrated
+from ...engine.preflight import ensure_migrated
 from ...worker.shutdown import install_shutdown_handlers
 from ..arguments import name_list, non_negative_float, positive_int, tenant
 

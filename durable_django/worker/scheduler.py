@@ -13,16 +13,17 @@ import logging
 import random
 import threading
 import time
+from datetime import timedelta
 
 from django.db import DatabaseError, connections
 
-from . import api, schedules_api
-from .conf import durable_settings
-from .values import seconds
-from .exceptions import InvalidInput
-from .registry import registry
-from .store import schedules as schedule_store
-from .store.db import reset_connection
+from ..api import schedules as api_schedules
+from ..conf import durable_settings
+from ..engine import lifecycle, retention
+from ..engine import schedules as engine_schedules
+from ..exceptions import InvalidInput
+from ..registry import registry
+from ..values import seconds
 
 logger = logging.getLogger("durable_django.scheduler")
 
@@ -32,6 +33,8 @@ MAX_WAIT_SECONDS = 5.0
 FIRE_JITTER_SECONDS = 1.0
 # Schedules fired per transaction; a full batch is followed by another at once.
 FIRE_BATCH = 100
+# Runs deleted per purge transaction.
+PURGE_BATCH = 1000
 # The periodic purge runs when the scheduler starts, then this often.
 PURGE_INTERVAL_SECONDS = 3600.0
 # The first wait after a database error; it doubles up to MAX_WAIT_SECONDS while errors go on.
@@ -67,7 +70,7 @@ class SchedulerThread(threading.Thread):
                 except DatabaseError as exc:
                     wait = self._back_off()
                     logger.warning("scheduler: database error (%s); retrying in %.1fs", exc, wait)
-                    reset_connection()
+                    lifecycle.reset_connection()
                 except Exception:  # noqa: BLE001 - the scheduler must outlive a bug in one pass
                     logger.exception("scheduler: unexpected error; retrying in %.0fs", MAX_WAIT_SECONDS)
                     wait = MAX_WAIT_SECONDS
@@ -89,7 +92,7 @@ class SchedulerThread(threading.Thread):
         if refused:
             return self._back_off()  # the refused ticks are still due: retry them, slower while refusals go on
         self._backoff = FIRST_BACKOFF_SECONDS
-        due = schedule_store.seconds_until_next_due(names=self.names, tenant_id=self.tenant_id) \
+        due = engine_schedules.seconds_until_next_due(names=self.names, tenant_id=self.tenant_id) \
             if self.names else None
         wait = MAX_WAIT_SECONDS if due is None else min(max(due, 0.0), MAX_WAIT_SECONDS)
         return max(wait + random.uniform(0, FIRE_JITTER_SECONDS), 0.05)
@@ -104,7 +107,7 @@ class SchedulerThread(threading.Thread):
         # Refused schedules keep their place at the head of the due order: later batches of this pass skip them.
         refused: list[str] = []
         while not self.halt_event.is_set():
-            fired = schedules_api.fire_due(names=self.names, tenant_id=self.tenant_id, limit=FIRE_BATCH,
+            fired = engine_schedules.fire_due(names=self.names, tenant_id=self.tenant_id, limit=FIRE_BATCH,
                                            skip=refused)
             for outcome in fired:
                 schedule = outcome.schedule
@@ -114,7 +117,7 @@ class SchedulerThread(threading.Thread):
                 elif outcome.postponed:
                     logger.error("schedule %s (tenant %s) could not fire (%s: %s); postponed by %s",
                                  schedule.schedule_id, schedule.tenant_id or "-", type(outcome.error).__name__,
-                                 outcome.error, schedule_store.FIRE_FAILURE_BACKOFF)
+                                 outcome.error, engine_schedules.FIRE_FAILURE_BACKOFF)
                 else:
                     refused.append(outcome.stored_id)
                     logger.warning("schedule %s (tenant %s): the database refused its tick %s (%s: %s); "
@@ -130,19 +133,15 @@ class SchedulerThread(threading.Thread):
         if purge_after is None or time.monotonic() < self._next_purge:
             return
         self._next_purge = time.monotonic() + PURGE_INTERVAL_SECONDS
-        # One worker purges at a time; the others skip this round.
-        if not schedule_store.try_purge_lock():
-            return
-        try:
-            deleted = api.purge_finished(older_than=purge_after)
+        cutoff = lifecycle.database_now() - timedelta(seconds=purge_after)
+        deleted = retention.purge_unless_another_worker_is(cutoff, PURGE_BATCH)
+        if deleted is not None:  # None: another worker's turn
             logger.info("purged %d finished run(s) older than %ss", deleted, purge_after)
-        finally:
-            schedule_store.release_purge_lock()
 
     def _sync_settings(self) -> None:
         """Sync DURABLE["SCHEDULES"]; a failed sync is logged and tried again next pass, and never holds up firing."""
         try:
-            upserted, deleted, invalid = schedules_api.sync_settings_schedules(durable_settings.SCHEDULES)
+            upserted, deleted, invalid = engine_schedules.sync_settings_schedules(durable_settings.SCHEDULES)
         except InvalidInput as exc:
             # The setting itself is malformed: nothing changes that until the worker restarts.
             logger.error("scheduler: settings not synced: %s", exc)
@@ -150,7 +149,7 @@ class SchedulerThread(threading.Thread):
             return
         except DatabaseError as exc:
             logger.warning("scheduler: settings sync failed (%s); retrying at the next pass", exc)
-            reset_connection()
+            lifecycle.reset_connection()
             return
         except Exception:  # noqa: BLE001 - the schedules already stored must fire all the same
             logger.exception("scheduler: settings sync failed; retrying at the next pass")
@@ -163,7 +162,7 @@ class SchedulerThread(threading.Thread):
         if upserted or deleted:
             logger.info("synced %d schedule(s) from settings; removed %d no longer declared: %s",
                         len(upserted), len(deleted), ", ".join(deleted) or "-")
-        for schedule in schedules_api.list_schedules(tenant_id=self.tenant_id):
+        for schedule in api_schedules.list_schedules(tenant_id=self.tenant_id):
             if schedule.enabled and not registry.knows(schedule.name):
                 logger.warning("schedule %s names function %r, which this worker does not have; "
                                "it waits for a worker that does", schedule.schedule_id, schedule.name)

@@ -1,5 +1,8 @@
 """Running Django Tasks runs in the worker: resolve the task path, call the task, send its signals.
 
+The plug-in installs ``task_handler`` as the registry's resolver of runs named
+by an import path (``install``); the engine knows no more of Django Tasks.
+
 Such runs carry version 0 and input ``{"args": [...], "kwargs": {...}}``; any
 worker in which the path imports to a task can run them, without a durable.py
 entry. Each attempt first journals its worker id (step ``worker``, occurrence =
@@ -14,60 +17,21 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import sys
 
-from django.apps import apps
 from django.utils import timezone
-from django.utils.module_loading import import_string
 
-from .engine.execute import exception_path, format_error
-from .exceptions import DurableControlFlow
+from ...engine.execute import exception_path, format_error
+from ...exceptions import DurableControlFlow
+from .backend import DurableBackend
+from .compat import TaskResultStatus, task_finished, task_started
+from .paths import resolve_task
+from .results import WORKER_STEP, cancellation_error, json_value, task_context, task_error
 
 logger = logging.getLogger("durable_django.worker")
-
-# The journal step under which each attempt records its worker id.
-WORKER_STEP = "worker"
-
-
-class TaskPathError(ImportError):
-    """A Django Tasks run names a path that does not import here, or that names no task."""
-
-
-def resolve_task(path: str):
-    """The Django task at import path ``path``.
-
-    Raises:
-        TaskPathError: the path does not import (whatever the module raised), or is not a task.
-    """
-    try:
-        from .tasks import Task
-    except ImportError as exc:
-        raise TaskPathError(
-            f"task path {path!r} cannot run: Django's tasks framework is not installed "
-            f"(Django 6, or the django-tasks backport on Django 5.2): {exc}"
-        ) from exc
-    module = path.rpartition(".")[0]
-    if module not in sys.modules and not _in_an_installed_app(module):
-        # Importing runs a module's code: only a module of the project's own apps may be imported on
-        # the word of a stored run (Django Tasks runs are only ever made from a task object).
-        raise TaskPathError(f"task path {path!r} is not inside an installed app; it is not imported")
-    try:
-        target = import_string(path)
-    except Exception as exc:  # noqa: BLE001 - a module that fails to import is the same clear error
-        raise TaskPathError(f"task path {path!r} does not import in this process: {exc!r}") from exc
-    if not isinstance(target, Task):
-        raise TaskPathError(f"task path {path!r} names a {type(target).__name__}, not a Django task")
-    return target
-
-
-def _in_an_installed_app(module: str) -> bool:
-    return any(module == app.name or module.startswith(app.name + ".") for app in apps.get_app_configs())
-
 
 def task_handler(path: str):
     """A (ctx, input) handler that runs the task at ``path`` as one attempt of its run."""
     task = resolve_task(path)
-    from .tasks import task_finished, task_started
 
     if inspect.iscoroutinefunction(task.func):
         async def run_async(ctx, payload):
@@ -106,8 +70,6 @@ class TaskAttempt:
     """One attempt of a task: its arguments, and the TaskResult its signals carry."""
 
     def __init__(self, task, ctx, payload):
-        from .tasks import task_context
-
         self.ctx = ctx
         context = task_context(task, ctx)
         self.result = context.task_result
@@ -119,16 +81,12 @@ class TaskAttempt:
 
     def returned(self, value):
         """The return value as the run will store it; a value JSON cannot hold fails the attempt."""
-        from .tasks import TaskResultStatus, json_value
-
         value = json_value(value, what="the return value")
         self._set(status=TaskResultStatus.SUCCESSFUL, finished_at=timezone.now(), _return_value=value)
         return value
 
     def raised(self, exc: BaseException) -> bool:
         """Set the outcome the engine will land for ``exc``; False if the outcome is not this attempt's."""
-        from .tasks import TaskResultStatus, cancellation_error, task_error
-
         ctx, run = self.ctx, self.ctx.run
         stop = isinstance(exc, (DurableControlFlow, asyncio.CancelledError))
         if ctx.cancel_requested:
@@ -163,8 +121,6 @@ async def _asend(signal, result) -> None:
 
 
 def _sender():
-    from .tasks import DurableBackend
-
     return DurableBackend
 
 

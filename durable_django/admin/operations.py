@@ -18,11 +18,12 @@ from django.contrib import messages
 from django.contrib.admin import helpers
 from django.template.response import TemplateResponse
 
-from . import api, schedules_api
-from .exceptions import DurableError, InvalidInput, RunNotFound
-from .states import LIVE_STATUSES, TERMINAL_STATUSES, CancelOutcome, RunStatus
-from .tenancy import unscope
-from .types import Run
+from .. import api
+from ..exceptions import DurableError, InvalidInput, RunNotFound
+from ..states import LIVE_STATUSES, TERMINAL_STATUSES, CancelOutcome, RunStatus
+from ..tenancy import unscope
+from ..journal_ids import WaitingFor
+from ..values import json_text
 
 # An action over more records than this is refused: narrow the filters instead.
 MAX_ACTION_TARGETS = 500
@@ -54,20 +55,11 @@ class JSONValueField(forms.CharField):
             value = json.loads(text)
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(f"not valid JSON: {exc}") from None
-        if _holds_nul(value):
-            raise forms.ValidationError("PostgreSQL cannot store a NUL character (\\u0000) in JSON.")
+        try:
+            json_text(value, what="the value")  # what the API will refuse (a NUL PostgreSQL cannot store)
+        except InvalidInput as exc:
+            raise forms.ValidationError(str(exc)) from None
         return value
-
-
-def _holds_nul(value) -> bool:
-    """Whether any string of a decoded JSON value, keys included, holds a NUL character."""
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_holds_nul(key) or _holds_nul(item) for key, item in value.items())
-    if isinstance(value, list):
-        return any(_holds_nul(item) for item in value)
-    return False
 
 
 class SignalForm(forms.Form):
@@ -79,11 +71,12 @@ class SignalForm(forms.Form):
 
     @staticmethod
     def initial_for(waiting_for: str | None) -> dict:
-        """Prefill from what a waiting run waits for: ``signal:<name>:<occurrence>``."""
-        if not waiting_for or not waiting_for.startswith("signal:"):
+        """Prefill from the signal a waiting run waits for, if it waits for one."""
+        try:
+            wait = WaitingFor.parse(waiting_for or "")
+        except ValueError:
             return {}
-        name, _, occurrence = waiting_for[len("signal:"):].rpartition(":")
-        return {"signal": name, "occurrence": int(occurrence)} if occurrence.isdigit() else {}
+        return {"signal": wait.target, "occurrence": wait.occurrence} if wait.kind == WaitingFor.SIGNAL else {}
 
 
 # -- runs ------------------------------------------------------------------
@@ -124,15 +117,10 @@ def retry_run(record, data: dict) -> Outcome:
     if run.status not in TERMINAL_STATUSES:
         return Outcome(label="refused", detail=f"the run is still {run.status}", ok=False)
     try:
-        new = retry_as_new_run(run)
+        new = api.retry_as_new_run(run.run_id)
     except DurableError as exc:
         return Outcome(label="refused", detail=str(exc), ok=False)
     return Outcome(label="retried", detail="a new run with the same input", new_run_id=new.run_id)
-
-
-def retry_as_new_run(run: Run) -> Run:
-    """The new run a retry enqueues; keys are not carried over (they would join the old run)."""
-    return api.retry_as_new_run(run.run_id)
 
 
 def signal_run(record, data: dict) -> Outcome:
@@ -161,7 +149,7 @@ def _set_enabled(enabled: bool):
     def perform(record, data: dict) -> Outcome:
         schedule_id, tenant_id = schedule_address(record)
         try:
-            schedule = schedules_api.set_schedule_enabled(schedule_id, enabled, tenant_id=tenant_id)
+            schedule = api.set_schedule_enabled(schedule_id, enabled, tenant_id=tenant_id)
         except InvalidInput as exc:
             return Outcome(label="not found", detail=str(exc), ok=False)
         return Outcome(label="enabled" if enabled else "disabled",
@@ -174,7 +162,7 @@ def fire_schedule(record, data: dict) -> Outcome:
     """``fire_schedule_now()``: one run now, the regular ticks left as they are."""
     schedule_id, tenant_id = schedule_address(record)
     try:
-        run = schedules_api.fire_schedule_now(schedule_id, tenant_id=tenant_id)
+        run = api.fire_schedule_now(schedule_id, tenant_id=tenant_id)
     except DurableError as exc:
         return Outcome(label="refused", detail=str(exc), ok=False)
     return Outcome(label="fired", detail=f"a run of {run.name} was enqueued", new_run_id=run.run_id)

@@ -1,9 +1,9 @@
-"""Cron schedules: the client API (``schedule``, ``unschedule``) and the operator's helpers.
+"""Cron schedules in the engine: validating a schedule, firing ticks, and syncing ``DURABLE["SCHEDULES"]``.
 
 A schedule enqueues one run of a durable function per cron tick, keyed by
 (schedule, tick) so that no tick ever makes two runs. Schedule ids are
-tenant-scoped like idempotency keys. Every call takes part in the caller's
-transaction on the ``DURABLE["DATABASE"]`` alias. Semantics (misfires, DST,
+tenant-scoped like idempotency keys. The client API (``api.schedules``) and
+the worker's scheduler thread call in here; semantics (misfires, DST,
 settings) are in docs/schedules.md.
 """
 
@@ -14,147 +14,25 @@ from datetime import datetime, timezone
 
 from django.db import transaction
 
-from .engine import cron as cron_math
-from .engine import submit
-from .exceptions import InvalidInput, InvalidSchedule
-from .values import json_text
-from .registry import registry, validate_name
-from .store import schedules as schedule_store
-from .store.db import connection
-from .store.schedules import Fired
-from .tenancy import normalize_tenant, scope
-from .types import Run, Schedule
+from ..exceptions import InvalidInput, InvalidSchedule
+from ..registry import registry, validate_name
+from ..store import schedules as schedule_store
+from ..store.db import connection
+from ..store.schedules import Fired
+from ..tenancy import normalize_tenant, scope
+from ..types import Run, Schedule
+from ..values import json_text
+from . import cron as cron_math
+from . import submit
 
 API_SOURCE, SETTINGS_SOURCE = "api", "settings"
+# How far a schedule that is itself bad is postponed when it fails to fire.
+FIRE_FAILURE_BACKOFF = schedule_store.FIRE_FAILURE_BACKOFF
 
 
-def schedule(schedule_id: str, name: str, cron: str, *, input=None, tz: str = "UTC", tenant_id=None,
-             enabled: bool = True) -> Schedule:
-    """Create or update a cron schedule that enqueues ``name`` at every tick.
-
-    An update keeps the pending ``next_fire_at`` while ``cron`` and ``tz`` are
-    unchanged, so a restart never skips the fire owed after downtime; changing
-    either recomputes it. Enabling a disabled schedule does not fire the ticks
-    that passed while it was off.
-
-    Args:
-        schedule_id: the schedule's id, unique per tenant.
-        name: the durable function each tick enqueues (registered in this process).
-        cron: five fields, six with a leading seconds field, or an alias like ``@daily``.
-        input: the JSON value every run gets as its input.
-        tz: the IANA zone the cron's wall-clock times are read in.
-        tenant_id: a UUID scoping the id and the runs; None is the untagged namespace.
-        enabled: a disabled schedule keeps its row and fires nothing.
-
-    Returns:
-        The stored schedule.
-
-    Raises:
-        InvalidSchedule: the cron expression or the zone is invalid; nothing is written.
-        UnknownFunction: no function ``name`` is registered.
-        InvalidInput: a bad id, tenant or input; nothing is written.
-    """
-    params = _schedule_params(schedule_id, name, cron, input=input, tz=tz, tenant_id=tenant_id,
-                              enabled=enabled, source=API_SOURCE)
-    return _upsert(params, keep_disabled=False)
-
-
-def unschedule(schedule_id: str, *, tenant_id=None) -> bool:
-    """Delete a schedule; runs it already enqueued are not touched.
-
-    Args:
-        schedule_id: the id given to ``schedule()``.
-        tenant_id: the tenant whose schedule it is; None is the untagged namespace.
-
-    Returns:
-        True if the schedule existed (in this tenant's namespace).
-    """
-    return schedule_store.delete(_stored_id(schedule_id, tenant_id))
-
-
-def get_schedule(schedule_id: str, *, tenant_id=None) -> Schedule | None:
-    """Read one schedule.
-
-    Args:
-        schedule_id: the id given to ``schedule()``.
-        tenant_id: the tenant whose schedule it is; None is the untagged namespace.
-
-    Returns:
-        The schedule, or None if this namespace has none with that id.
-    """
-    return schedule_store.get(_stored_id(schedule_id, tenant_id))
-
-
-def list_schedules(*, tenant_id=None) -> list[Schedule]:
-    """List schedules by id.
-
-    Args:
-        tenant_id: only this tenant's; None is the operator's view of every schedule.
-
-    Returns:
-        The schedules, ordered by stored id.
-    """
-    return schedule_store.list_all(normalize_tenant(tenant_id))
-
-
-def set_schedule_enabled(schedule_id: str, enabled: bool, *, tenant_id=None) -> Schedule:
-    """Enable or disable a schedule (the admin's action).
-
-    Re-enabling does not fire ticks that passed while the schedule was off. A
-    schedule declared in ``DURABLE["SCHEDULES"]`` stays disabled across worker
-    restarts.
-
-    Args:
-        schedule_id: the id given to ``schedule()``.
-        enabled: True to enable, False to disable.
-        tenant_id: the tenant whose schedule it is; None is the untagged namespace.
-
-    Returns:
-        The updated schedule.
-
-    Raises:
-        InvalidInput: no such schedule in this tenant's namespace.
-    """
-    if not isinstance(enabled, bool):
-        raise InvalidInput(f"enabled must be a bool, got {enabled!r}")
-    stored_id = _stored_id(schedule_id, tenant_id)
-    with transaction.atomic(using=connection().alias):
-        current, now = _lock_or_refuse(stored_id, schedule_id)
-        try:
-            fresh = cron_math.next_fire_after(cron_math.parse(current.cron, current.tz), now)
-        except InvalidSchedule:
-            fresh = None  # a corrupt stored cron keeps its next_fire_at; firing will postpone it
-        return schedule_store.set_enabled(stored_id, enabled, fresh)
-
-
-def _lock_or_refuse(stored_id: str, schedule_id: str):
-    """Lock a schedule row for an operator change; (schedule, database now), or InvalidInput."""
-    locked = schedule_store.lock(stored_id)
-    if locked is None:
-        raise InvalidInput(f"no schedule {schedule_id!r}", schedule_id=schedule_id)
-    return locked
-
-
-def fire_schedule_now(schedule_id: str, *, tenant_id=None) -> Run:
-    """Enqueue one run of the schedule now, enabled or not, leaving its regular ticks as they are.
-
-    Args:
-        schedule_id: the id given to ``schedule()``.
-        tenant_id: the tenant whose schedule it is; None is the untagged namespace.
-
-    Returns:
-        The run, keyed ``schedule:{id}:manual:{now}``.
-
-    Raises:
-        InvalidInput: no such schedule in this tenant's namespace.
-        UnknownFunction: this process has no function of the schedule's name.
-    """
-    stored_id = _stored_id(schedule_id, tenant_id)
-    with transaction.atomic(using=connection().alias):
-        current, now = _lock_or_refuse(stored_id, schedule_id)
-        run = _enqueue(current, f"schedule:{current.schedule_id}:manual:{_stamp(now)}")
-        schedule_store.mark_fired(stored_id)
-        return run
+def seconds_until_next_due(*, names: list[str], tenant_id: str | None) -> float | None:
+    """Seconds until the next tick a scheduler with these functions could fire (negative when one is owed)."""
+    return schedule_store.seconds_until_next_due(names=names, tenant_id=tenant_id)
 
 
 def tick_key(schedule_id: str, tick: datetime) -> str:
@@ -167,7 +45,7 @@ def tick_key(schedule_id: str, tick: datetime) -> str:
     Returns:
         ``schedule:{schedule_id}:{tick in UTC, ISO 8601}``.
     """
-    return f"schedule:{schedule_id}:{_stamp(tick)}"
+    return f"schedule:{schedule_id}:{stamp(tick)}"
 
 
 def fire_due(*, names: list[str], tenant_id: str | None, limit: int = 100,
@@ -216,11 +94,11 @@ def sync_settings_schedules(declared: dict) -> tuple[list[Schedule], list[str], 
         entry = declared[schedule_id]
         tenant = entry.get("tenant_id") if isinstance(entry, dict) else None
         try:
-            kept_ids.append(_stored_id(schedule_id, tenant))
+            kept_ids.append(stored_id(schedule_id, tenant))
         except InvalidInput:
             pass
     with transaction.atomic(using=connection().alias):
-        upserted = [_upsert(params, keep_disabled=True) for params in valid]
+        upserted = [upsert(params, keep_disabled=True) for params in valid]
         deleted = schedule_store.delete_undeclared(kept_ids)
     return upserted, deleted, invalid
 
@@ -257,22 +135,22 @@ def _settings_params(schedule_id, entry) -> dict:
     missing = {"name", "cron"} - set(entry)
     if missing:
         raise InvalidInput(f"schedule {schedule_id!r}: missing {sorted(missing)}")
-    return _schedule_params(
+    return schedule_params(
         schedule_id, entry["name"], entry["cron"], input=entry.get("input"), tz=entry.get("tz", "UTC"),
         tenant_id=entry.get("tenant_id"), enabled=entry.get("enabled", True), source=SETTINGS_SOURCE,
     )
 
 
-def _schedule_params(schedule_id, name, cron_expression, *, input, tz, tenant_id, enabled, source) -> dict:
+def schedule_params(schedule_id, name, cron_expression, *, input, tz, tenant_id, enabled, source) -> dict:
     """Validate everything a schedule names; nothing is written before this passes."""
-    stored_id = _stored_id(schedule_id, tenant_id)
+    stored = stored_id(schedule_id, tenant_id)
     validate_name(name)
     registry.newest(name)  # UnknownFunction, like enqueue
     if not isinstance(enabled, bool):
         raise InvalidInput(f"enabled must be a bool, got {enabled!r}")
     spec = cron_math.parse(cron_expression, tz)
     return {
-        "schedule_id": stored_id,
+        "schedule_id": stored,
         "name": name,
         "cron": spec.expression,
         "tz": tz,
@@ -284,14 +162,52 @@ def _schedule_params(schedule_id, name, cron_expression, *, input, tz, tenant_id
     }
 
 
-def _upsert(params: dict, *, keep_disabled: bool) -> Schedule:
+def upsert(params: dict, *, keep_disabled: bool) -> Schedule:
+    """Insert or update a validated schedule, its next tick computed from the database's clock."""
     spec = params.pop("spec")
     with transaction.atomic(using=connection().alias):
         params["next_fire_at"] = cron_math.next_fire_after(spec, schedule_store.database_now())
         return schedule_store.upsert(params, keep_disabled=keep_disabled)
 
 
-def _stored_id(schedule_id, tenant_id) -> str:
+def create(params: dict) -> Schedule | None:
+    """Insert a validated schedule unless its id is taken (then None): an add never becomes a change."""
+    spec = params.pop("spec")
+    with transaction.atomic(using=connection().alias):
+        params["next_fire_at"] = cron_math.next_fire_after(spec, schedule_store.database_now())
+        return schedule_store.insert(params)
+
+
+def lock_or_refuse(stored: str, schedule_id: str):
+    """Lock a schedule row for an operator change; (schedule, database now), or InvalidInput."""
+    locked = schedule_store.lock(stored)
+    if locked is None:
+        raise InvalidInput(f"no schedule {schedule_id!r}", schedule_id=schedule_id)
+    return locked
+
+
+def set_enabled(stored: str, schedule_id: str, enabled: bool) -> Schedule:
+    """Enable or disable a schedule; re-enabling skips the ticks that passed while it was off."""
+    with transaction.atomic(using=connection().alias):
+        current, now = lock_or_refuse(stored, schedule_id)
+        try:
+            fresh = cron_math.next_fire_after(cron_math.parse(current.cron, current.tz), now)
+        except InvalidSchedule:
+            fresh = None  # a corrupt stored cron keeps its next_fire_at; firing will postpone it
+        return schedule_store.set_enabled(stored, enabled, fresh)
+
+
+def fire_now(stored: str, schedule_id: str) -> Run:
+    """Enqueue one run of a schedule now, keyed ``schedule:{id}:manual:{now}``; its ticks stay as they are."""
+    with transaction.atomic(using=connection().alias):
+        current, now = lock_or_refuse(stored, schedule_id)
+        run = enqueue_tick(current, f"schedule:{current.schedule_id}:manual:{stamp(now)}")
+        schedule_store.mark_fired(stored)
+        return run
+
+
+def stored_id(schedule_id, tenant_id) -> str:
+    """The id a schedule is stored under: the caller's id scoped by its tenant."""
     return scope(schedule_id, normalize_tenant(tenant_id), what="schedule_id")
 
 
@@ -309,15 +225,16 @@ def fire_tick(current: Schedule, now: datetime) -> tuple[Run, datetime]:
         InvalidSchedule: the stored cron or zone is corrupt (checked before anything is enqueued).
     """
     spec = cron_math.parse(current.cron, current.tz)
-    run = _enqueue(current, tick_key(current.schedule_id, current.next_fire_at))
+    run = enqueue_tick(current, tick_key(current.schedule_id, current.next_fire_at))
     return run, cron_math.next_fire_after(spec, now)
 
 
-def _enqueue(current: Schedule, key: str) -> Run:
+def enqueue_tick(current: Schedule, key: str) -> Run:
     """Enqueue through the normal submit path: retry snapshot, tenant scoping, NOTIFY on commit."""
     return submit.insert_or_join(submit.with_engine_key(
         submit.build(current.name, current.input, tenant_id=current.tenant_id), key))
 
 
-def _stamp(instant: datetime) -> str:
+def stamp(instant: datetime) -> str:
+    """An instant as the keys spell it: UTC, ISO 8601."""
     return instant.astimezone(timezone.utc).isoformat()

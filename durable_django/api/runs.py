@@ -1,4 +1,4 @@
-"""The client API: submit, inspect, steer and wait for durable runs.
+"""Runs, as callers address them: submit, inspect, steer and wait for durable runs.
 
 Every call that writes takes part in the caller's transaction on the
 ``DURABLE["DATABASE"]`` alias; its NOTIFY is delivered on commit.
@@ -11,17 +11,17 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from .engine import submit
-from .exceptions import InvalidInput, RunNotFound
-from .registry import TASK_PATH_VERSION
-from .states import CancelOutcome, RunStatus
-from .store import journal as journal_store
-from .store import landing, purge
-from .store import runs as run_store
-from .store.db import DONE_CHANNEL, listening
-from .tenancy import normalize_tenant
-from .types import Run, RunPage
-from .values import integer, json_text, seconds, text
+from ..engine import submit
+from ..exceptions import InvalidInput, RunNotFound
+from ..states import CancelOutcome, RunStatus
+from ..store import journal as journal_store
+from ..engine import retention
+from ..store import landing
+from ..store import runs as run_store
+from ..store.db import DONE_CHANNEL, listening
+from ..tenancy import normalize_tenant
+from ..types import Run, RunPage
+from ..values import integer, json_text, seconds, text
 
 
 def enqueue(name: str, input=None, *, idempotency_key: str | None = None, coalesce_key: str | None = None,
@@ -51,7 +51,8 @@ def enqueue(name: str, input=None, *, idempotency_key: str | None = None, coales
     return submit.insert_or_join(params)
 
 
-def _run_id(run_id) -> str:
+def run_id_of(run_id) -> str:
+    """A run id as callers pass it (a UUID or its text), validated."""
     if run_id is None:
         raise InvalidInput("invalid run id None")
     return text(str(run_id), what="a run id")
@@ -59,7 +60,7 @@ def _run_id(run_id) -> str:
 
 def get_run(run_id, *, tenant_id=None) -> Run | None:
     """The run, or None if it does not exist or belongs to another tenant than ``tenant_id``."""
-    return run_store.get_run(_run_id(run_id), normalize_tenant(tenant_id))
+    return run_store.get_run(run_id_of(run_id), normalize_tenant(tenant_id))
 
 
 def cancel(run_id, *, tenant_id=None) -> CancelOutcome:
@@ -68,7 +69,7 @@ def cancel(run_id, *, tenant_id=None) -> CancelOutcome:
     Raises:
         RunNotFound: no such run is visible to ``tenant_id``.
     """
-    outcome = landing.cancel(_run_id(run_id), normalize_tenant(tenant_id))
+    outcome = landing.cancel(run_id_of(run_id), normalize_tenant(tenant_id))
     if outcome is None:
         raise RunNotFound(f"no run {run_id}", run_id=str(run_id))
     return outcome
@@ -83,7 +84,7 @@ def emit_signal(run_id, signal: str, value=None, *, occurrence: int = 0, tenant_
     text(signal, what="a signal name")
     integer(occurrence, what="occurrence", minimum=0)
     value_json = json_text(value, what="signal value")
-    return journal_store.emit_signal(_run_id(run_id), signal, occurrence, value_json, normalize_tenant(tenant_id))
+    return journal_store.emit_signal(run_id_of(run_id), signal, occurrence, value_json, normalize_tenant(tenant_id))
 
 
 def resume(run_id, *, tenant_id=None) -> Run:
@@ -93,7 +94,7 @@ def resume(run_id, *, tenant_id=None) -> Run:
         RunNotFound: no such run is visible to ``tenant_id``.
         InvalidInput: the run is live or succeeded, or it is a child whose parent has finished.
     """
-    run_id, tenant = _run_id(run_id), normalize_tenant(tenant_id)
+    run_id, tenant = run_id_of(run_id), normalize_tenant(tenant_id)
     run = run_store.resume(run_id, tenant)
     if run is not None:
         return run
@@ -102,29 +103,6 @@ def resume(run_id, *, tenant_id=None) -> Run:
         raise RunNotFound(f"no run {run_id}", run_id=run_id)
     raise InvalidInput(f"run {run_id} is {current.status}; only failed or cancelled runs can be resumed",
                        run_id=run_id)
-
-
-def retry_as_new_run(run_id, *, tenant_id=None) -> Run:
-    """Submit a finished run again as a new run: same function, version, input, tenant, queue, priority and
-    retry policy, an empty journal. Keys are not carried over (they would join the old run).
-
-    Raises:
-        RunNotFound: no such run is visible to ``tenant_id``.
-        InvalidInput: the run has not finished.
-    """
-    run = get_run(run_id, tenant_id=tenant_id)
-    if run is None:
-        raise RunNotFound(f"no run {run_id}", run_id=str(run_id))
-    if run.is_live:
-        raise InvalidInput(f"run {run.run_id} is still {run.status}; only a finished run can be retried",
-                           run_id=run.run_id)
-    if run.version == TASK_PATH_VERSION:
-        params = submit.build_task_run(run.name, run.input, queue=run.queue, priority=run.priority,
-                                       available_at=None, retry=run.retry_policy)
-    else:
-        params = submit.build(run.name, run.input, version=run.version, tenant_id=run.tenant_id, queue=run.queue,
-                              priority=run.priority, retry=run.retry_policy)
-    return submit.insert_or_join(params)
 
 
 def wait_for_result(run_id, *, timeout=None, tenant_id=None) -> Run:
@@ -139,7 +117,7 @@ def wait_for_result(run_id, *, timeout=None, tenant_id=None) -> Run:
             committed: no worker can see it, so waiting for it could never end.
         TimeoutError: the run had not landed within ``timeout``.
     """
-    run_id, tenant = _run_id(run_id), normalize_tenant(tenant_id)
+    run_id, tenant = run_id_of(run_id), normalize_tenant(tenant_id)
     limit = seconds(timeout, what="timeout")
     deadline = None if limit is None else time.monotonic() + limit
     with listening([DONE_CHANNEL]) as conn:
@@ -185,10 +163,4 @@ def purge_finished(*, older_than, batch_size: int = 1000) -> int:
     """
     age = seconds(older_than, what="older_than", allow_none=False)
     integer(batch_size, what="batch_size", minimum=1)
-    cutoff = timezone.now() - timedelta(seconds=age)
-    deleted, position = 0, None
-    while True:
-        count, position = purge.purge_batch(cutoff, batch_size, position)
-        deleted += count
-        if position is None:
-            return deleted
+    return retention.purge(timezone.now() - timedelta(seconds=age), batch_size)

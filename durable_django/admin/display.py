@@ -1,0 +1,156 @@
+"""How the admin shows runs: durations, moments, statuses, links, waits, and values cut to size.
+
+Large values are cut by PostgreSQL before they are read (``json_excerpt``,
+``error_excerpt``), so a run's page stays under a fixed size whatever it holds.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from datetime import timedelta
+
+from django.contrib.admin.utils import quote
+from django.db.models import Func, TextField
+from django.db.models.functions import Left, Length, Right
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.formats import date_format
+from django.utils.html import format_html
+
+from ..journal_ids import WaitingFor
+from ..models import Run
+from ..states import RunStatus
+
+# Input and output are cut at this many characters of their indented JSON.
+MAX_JSON_CHARS = 20_000
+# A step's result or a signal's value, in its table row.
+MAX_CELL_CHARS = 1_000
+# An error keeps its beginning and its end (the exception and its message).
+ERROR_HEAD_CHARS = ERROR_TAIL_CHARS = 10_000
+# Names and keys callers choose, shown whole up to this length.
+MAX_NAME_CHARS = 200
+
+
+class JSONBPretty(Func):
+    """PostgreSQL's ``jsonb_pretty()``: a jsonb value as indented text."""
+
+    function = "jsonb_pretty"
+    output_field = TextField()
+
+
+def json_excerpt(field: str, limit: int, name: str | None = None) -> dict:
+    """Annotations of a jsonb column: ``{name}_text``, its indented text cut at ``limit``, and ``{name}_chars``.
+
+    Fed to :func:`cut_text`; the text is None for SQL NULL. ``name`` defaults to the column's.
+    """
+    pretty = JSONBPretty(field)
+    name = name or field
+    return {f"{name}_text": Left(pretty, limit), f"{name}_chars": Length(pretty)}
+
+
+def cut_text(text: str | None, chars: int | None) -> str | None:
+    """A value read cut by PostgreSQL, with what was cut announced."""
+    if text is None or chars <= len(text):
+        return text
+    return f"{text}\n… cut here: {chars - len(text):,} more characters (the record keeps all of them)"
+
+
+def error_excerpt() -> dict:
+    """Annotations of a run's error: its beginning, its end and its length."""
+    return {"error_head": Left("error", ERROR_HEAD_CHARS), "error_tail": Right("error", ERROR_TAIL_CHARS),
+            "error_chars": Length("error")}
+
+
+def cut_error(head: str | None, tail: str | None, chars: int | None) -> str | None:
+    """An error from its beginning and end: whole when they overlap, else with the middle cut."""
+    if head is None:
+        return None
+    missing = chars - len(head) - len(tail)
+    if missing <= 0:
+        return head + tail[-missing:]
+    return f"{head}\n\n… {missing:,} characters cut here …\n\n{tail}"
+
+
+def shorten(text: str) -> str:
+    """A caller-chosen name or key, cut for display at MAX_NAME_CHARS."""
+    return text if len(text) <= MAX_NAME_CHARS else f"{text[:MAX_NAME_CHARS]}…"
+
+
+def readable_traceback(text: str) -> str:
+    """A stored traceback with each file shown relative to the import path it was loaded from.
+
+    ``.../site-packages/durable_django/engine/execute.py`` reads as
+    ``durable_django/engine/execute.py``: the module is what an operator looks
+    for. Paths outside this process's import path are left whole.
+    """
+    roots = sorted({os.path.join(os.path.abspath(entry or os.curdir), "") for entry in sys.path}, key=len,
+                   reverse=True)
+    roots = [root for root in roots if len(root) > 1]
+
+    def relative(match):
+        path = match.group(1)
+        root = next((root for root in roots if path.startswith(root)), None)
+        return f'File "{path[len(root):]}"' if root else match.group(0)
+
+    return re.sub(r'File "([^"]+)"', relative, text)
+
+
+def compact_duration(delta: timedelta) -> str:
+    """A short human duration: 45s, 3m 20s, 5h 2m, 12d 4h."""
+    total = int(abs(delta.total_seconds()))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes}m"
+    if minutes:
+        return f"{minutes}m {secs}s"
+    return f"{secs}s"
+
+
+def moment(when) -> str:
+    """A datetime in the admin's zone, to the second: operators compare moments closely."""
+    return date_format(timezone.localtime(when), "Y-m-d H:i:s")
+
+
+def status_badge(status: str):
+    label = RunStatus(status).label if status in RunStatus.values else status
+    return format_html('<span class="durable-status durable-status-{}">{}</span>', status, label)
+
+
+def run_url(run_id: str) -> str:
+    return reverse("admin:durable_django_run_change", args=[quote(run_id)])
+
+
+def run_link(run_id: str, text: str | None = None):
+    return format_html('<a href="{}" class="durable-run-id">{}</a>', run_url(run_id), text or run_id)
+
+
+def describe_wait(run: Run):
+    """What a run is waiting for, as an operator reads it (None when it waits for nothing)."""
+    until = run.available_at
+    if run.status == RunStatus.WAITING and run.waiting_for:
+        try:
+            waiting_for = WaitingFor.parse(run.waiting_for)
+        except ValueError:
+            return run.waiting_for
+        if waiting_for.kind == WaitingFor.SLEEP:
+            return format_html("sleep until {}", moment(until)) if until else "sleep"
+        if waiting_for.kind == WaitingFor.SIGNAL:
+            name = shorten(waiting_for.target)
+            text = format_html("signal “{}”", name) if waiting_for.occurrence == 0 else format_html(
+                "signal “{}” #{}", name, waiting_for.occurrence)
+            return format_html("{} (timeout {})", text, moment(until)) if until else text
+        child = waiting_for.target
+        return format_html("child {}", run_link(child, child[:8] + "…"))
+    if run.status == RunStatus.PENDING and until and until > timezone.now():
+        return format_html("not before {}", moment(until))
+    if run.status == RunStatus.RUNNING and run.attempt_started_at is None:
+        return "claimed, waiting for a slot"
+    if run.status == RunStatus.RUNNING and run.cancel_requested_at and not run.pivoted_at:
+        return "cancel requested"
+    return None

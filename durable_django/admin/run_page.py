@@ -1,0 +1,126 @@
+"""A run's page: timeline, input, output, error, parent and children, journal and signals, under a fixed size.
+
+Large values are cut by PostgreSQL before they are read (the run comes
+without them), the journal comes a page at a time (``?journal_page=``), and
+signals and children are capped, so the page's size does not grow with the run.
+"""
+
+from __future__ import annotations
+
+from django.contrib.admin.utils import quote
+from django.core.paginator import Paginator
+from django.urls import reverse
+from django.utils.http import urlencode
+
+from ..conf import durable_settings
+from ..journal_ids import StepId
+from ..models import Run, Signal, Step
+from . import operations
+from .display import (
+    MAX_CELL_CHARS, MAX_JSON_CHARS, compact_duration, cut_error, cut_text, error_excerpt, json_excerpt, moment,
+    readable_traceback, shorten, status_badge,
+)
+
+# The journal is shown this many entries at a time; signals and children are capped.
+JOURNAL_PAGE_ROWS = 50
+MAX_SIGNAL_ROWS = 50
+MAX_CHILD_ROWS = 50
+
+
+def run_page_context(model_admin, request, run: Run) -> dict:
+    """Timeline, JSON, tree, journal, signals and the buttons this user may press.
+
+    Large values are cut by PostgreSQL (the run comes without them), and the
+    journal shows the page ``?journal_page=`` asks for.
+    """
+    alias = durable_settings.DATABASE
+    values = (Run.objects.using(alias).filter(pk=run.pk)
+              .values(**json_excerpt("input", MAX_JSON_CHARS), **json_excerpt("output", MAX_JSON_CHARS),
+                      **error_excerpt()).get())
+    run_signals = Signal.objects.using(alias).filter(run_id=run.run_id)
+    signal_order = ("created_at", "signal", "occurrence")
+    signal_keys = list(run_signals.order_by(*signal_order).values_list("pk", flat=True)[:MAX_SIGNAL_ROWS + 1])
+    signals = cut_rows(run_signals, signal_keys, signal_order, "value")
+    children = list(Run.objects.using(alias).filter(parent_run_id=run.run_id).order_by("created_at", "run_id")
+                    .only("run_id", "name", "version", "status", "created_at")[:MAX_CHILD_ROWS + 1])
+    steps = Step.objects.using(alias).filter(run_id=run.run_id)
+    step_order = ("created_at", "step_id")
+    journal_page = Paginator(steps.order_by(*step_order).values_list("pk", flat=True),
+                             JOURNAL_PAGE_ROWS).get_page(request.GET.get("journal_page"))
+    journal = cut_rows(steps, list(journal_page), step_order, "result")
+    output = cut_text(values["output_text"], values["output_chars"])
+    error = cut_error(values["error_head"], values["error_tail"], values["error_chars"])
+    return {
+        "run": run,
+        "timeline": run_timeline(run),
+        "input_json": cut_text(values["input_text"], values["input_chars"]) or "null",
+        "error_traceback": readable_traceback(error) if error else None,
+        "output_json": output if output is not None else ("null" if run.status == "succeeded" else None),
+        "parent_exists": run.parent_run_id and Run.objects.using(alias).filter(pk=run.parent_run_id).exists(),
+        "children": [(child, status_badge(child.status)) for child in children[:MAX_CHILD_ROWS]],
+        "more_children": len(children) > MAX_CHILD_ROWS,
+        "children_url": reverse("admin:durable_django_run_changelist") + "?" + urlencode({"parent": run.run_id}),
+        "journal": [journal_row(step, number) for number, step in enumerate(journal, journal_page.start_index())],
+        "journal_page": journal_page,
+        "signals": [{**signal, "signal": shorten(signal["signal"])} for signal in signals[:MAX_SIGNAL_ROWS]],
+        "more_signals": len(signals) > MAX_SIGNAL_ROWS,
+        "run_operations": [
+            (operation, reverse(f"admin:durable_django_run_{operation.key}", args=[quote(run.run_id)]))
+            for operation in operations.RUN_OPERATIONS.values()
+            if run.status in operation.offered_for
+            and getattr(model_admin, f"has_{operation.permission}_permission")(request, run)
+        ],
+    }
+
+
+def run_timeline(run: Run) -> list[tuple[str, object, str]]:
+    """(label, when, note) rows of a run's life, in order, skipping what has not happened."""
+    rows = [
+        ("created", run.created_at, ""),
+        ("available at", run.available_at, "not claimed before this" if run.status == "pending" else "deadline"),
+        ("first claimed", run.started_at, _since(run.created_at, run.started_at, "after creation")),
+        ("last claimed", run.claimed_at, f"attempt {run.attempts}" + (f" by {run.worker_id}" if run.worker_id else "")),
+        ("leased until", run.leased_until if run.status == "running" else None, "the holder renews it while alive"),
+        ("cancel requested", run.cancel_requested_at, ""),
+        ("cancel refused", run.cancel_refused_at, ""),
+        ("finished", run.finished_at, _since(run.started_at or run.created_at, run.finished_at, "after start")),
+        ("updated", run.updated_at, ""),
+    ]
+    return [(label, moment(when), note) for label, when, note in rows if when is not None]
+
+
+def _since(start, end, words: str) -> str:
+    if start is None or end is None:
+        return ""
+    return f"{compact_duration(end - start)} {words}"
+
+
+def cut_rows(queryset, keys: list, ordering: tuple, field: str) -> list[dict]:
+    """The rows of ``keys`` in ``ordering``, each with its jsonb ``field`` as indented text cut in SQL.
+
+    The caller picks the keys first, so PostgreSQL never indents a value that
+    its sort or page would then throw away.
+    """
+    rows = queryset.filter(pk__in=keys).order_by(*ordering).values(
+        *(column for column in ordering if column != field), **json_excerpt(field, MAX_CELL_CHARS, "value"))
+    return [{**row, "value": cut_text(row.pop("value_text"), row.pop("value_chars"))} for row in rows]
+
+
+def journal_row(step: dict, number: int) -> dict:
+    """A journal entry with its step id taken apart (an id that is not a step id is shown whole)."""
+    try:
+        parsed = StepId.parse(step["step_id"])
+        name, occurrence, version = parsed.name, str(parsed.occurrence), str(parsed.version)
+        kind = "deadline" if parsed.deadline else ""
+    except ValueError:
+        name, occurrence, version, kind = step["step_id"], "", "", ""
+    return {
+        "number": number,
+        "step_id": step["step_id"],
+        "name": shorten(name),
+        "occurrence": occurrence,
+        "version": version,
+        "kind": kind,
+        "created_at": step["created_at"],
+        "result": step["value"],
+    }

@@ -1,0 +1,49 @@
+"""What every operator front-end (the admin, the commands) shares beyond the client API.
+
+Retry as a new run, and the bounded reads behind the admin's overview and tenant filter.
+"""
+
+from __future__ import annotations
+
+from ..engine import submit
+from ..exceptions import InvalidInput, RunNotFound
+from ..registry import TASK_PATH_VERSION
+from ..store import overview as overview_store
+from ..store.overview import Overview
+from ..types import Run
+from .runs import get_run
+
+__all__ = ["Overview", "known_tenants", "overview", "retry_as_new_run"]
+
+
+def retry_as_new_run(run_id, *, tenant_id=None) -> Run:
+    """Submit a finished run again as a new run: same function, version, input, tenant, queue, priority and
+    retry policy, an empty journal. Keys are not carried over (they would join the old run).
+
+    Raises:
+        RunNotFound: no such run is visible to ``tenant_id``.
+        InvalidInput: the run has not finished.
+    """
+    run = get_run(run_id, tenant_id=tenant_id)
+    if run is None:
+        raise RunNotFound(f"no run {run_id}", run_id=str(run_id))
+    if run.is_live:
+        raise InvalidInput(f"run {run.run_id} is still {run.status}; only a finished run can be retried",
+                           run_id=run.run_id)
+    if run.version == TASK_PATH_VERSION:
+        params = submit.build_task_run(run.name, run.input, queue=run.queue, priority=run.priority,
+                                       available_at=None, retry=run.retry_policy)
+    else:
+        params = submit.build(run.name, run.input, version=run.version, tenant_id=run.tenant_id, queue=run.queue,
+                              priority=run.priority, retry=run.retry_policy)
+    return submit.insert_or_join(params)
+
+
+def overview() -> Overview:
+    """Counts by status for the last hour and day, the oldest pending run and throughput, at a bounded cost."""
+    return overview_store.overview()
+
+
+def known_tenants(*, limit: int = 1000) -> list[str]:
+    """Tenant ids that own at least one run, in id order, at most ``limit`` of them (an index probe each)."""
+    return overview_store.known_tenants(limit=limit)

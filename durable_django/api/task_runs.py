@@ -1,0 +1,22 @@
+"""Runs named by an import path, for the Django Tasks plug-in: enqueue one, read one back with its journal."""
+
+from __future__ import annotations
+
+from ..engine import submit
+from ..registry import TASK_PATH_VERSION
+from ..store import task_results
+from ..store.task_results import RunWithJournal
+from ..types import RetryPolicy, Run
+
+__all__ = ["RunWithJournal", "enqueue", "get"]
+
+
+def enqueue(path: str, payload, *, queue: str, priority: int, available_at, retry: RetryPolicy | None) -> Run:
+    """Insert a pending version-0 run of the task at ``path`` with ``payload`` as its input."""
+    return submit.insert_or_join(submit.build_task_run(path, payload, queue=queue, priority=priority,
+                                                       available_at=available_at, retry=retry))
+
+
+def get(run_id: str) -> RunWithJournal | None:
+    """The task run ``run_id`` with its latest claim time and journal; None if there is no such task run."""
+    return task_results.get_run_with_journal(run_id, version=TASK_PATH_VERSION)

@@ -1,0 +1,1 @@
+"""Plug-ins that connect durable-django to other frameworks."""

@@ -1,0 +1,148 @@
+"""``DurableBackend``: Django's Tasks framework backed by durable runs.
+
+A task enqueued here is an ordinary durable run named by the task's module
+path, with version 0 and input ``{"args": [...], "kwargs": {...}}``: visible in
+the admin, cancellable, retried per a :class:`~durable_django.RetryPolicy`, and
+executed by ``manage.py durable_worker`` (see ``runtime``). Results are read
+back from ``durable_run`` (see ``results``). Works with ``django.tasks``
+(Django 6) and with the ``django_tasks`` backport (Django 5.2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.apps import apps
+from django.core import checks
+from django.utils import timezone
+
+from ...api import task_runs
+from ...exceptions import InvalidInput
+from ...types import RetryPolicy
+from .compat import BaseTaskBackend, InvalidTask, InvalidTaskBackend, Task, TaskResultDoesNotExist, task_enqueued
+from .results import json_value, task_for_run, task_result
+from .paths import resolve_task
+
+__all__ = ["DurableBackend", "DurableTask"]
+
+# The keys a backend's OPTIONS may hold (documented in docs/tasks.md).
+OPTION_KEYS = frozenset({"retry"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DurableTask(Task):
+    """A Task with durable-django's own options: ``@task(retry=RetryPolicy(...))``.
+
+    Options are dataclass fields, so ``Task.using()`` (which rebuilds the task
+    from its fields) keeps them.
+    """
+
+    # This task's retry policy; the backend's OPTIONS["retry"] if None.
+    retry: RetryPolicy | None = None
+
+
+class DurableBackend(BaseTaskBackend):
+    """Enqueues tasks as durable runs and reads their results from ``durable_run``.
+
+    ``OPTIONS["retry"]``: a RetryPolicy, or a dict of its fields, applied to
+    every task of this backend that sets none of its own; ``DURABLE["DEFAULT_RETRY"]``
+    when absent.
+    """
+
+    task_class = DurableTask
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    def __init__(self, alias, params):
+        super().__init__(alias, params)
+        unknown = sorted(set(self.options) - OPTION_KEYS)
+        if unknown:
+            raise InvalidTaskBackend(
+                f"TASKS[{alias!r}]['OPTIONS'] has unknown keys {unknown}; known: {sorted(OPTION_KEYS)}"
+            )
+        self.retry = _retry_option(alias, self.options.get("retry"))
+
+    def validate_task(self, task):
+        """Django's checks plus the task's own options; runs at import time, so no database access."""
+        super().validate_task(task)
+        retry = getattr(task, "retry", None)
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise InvalidTask(f"retry of task {task.module_path} must be a durable_django.RetryPolicy")
+
+    def enqueue(self, task, args, kwargs):
+        """Insert a pending durable run for ``task(*args, **kwargs)``.
+
+        Args:
+            task: the task; its module path must import to it in every worker.
+            args: positional arguments, JSON round-trippable.
+            kwargs: keyword arguments, JSON round-trippable.
+
+        Returns:
+            A READY TaskResult whose ``id`` is the run id.
+
+        Raises:
+            InvalidTask: the task is invalid for this backend (queue, priority, path).
+            TypeError, ValueError: an argument is not JSON (Django's own errors); nothing is written.
+        """
+        self.validate_task(task)
+        _check_path(task)
+        payload = json_value({"args": args, "kwargs": kwargs}, what="the arguments")
+        run_after = task.run_after
+        if run_after is not None and timezone.is_naive(run_after):
+            run_after = timezone.make_aware(run_after)  # USE_TZ=False: the current time zone
+        run = task_runs.enqueue(task.module_path, payload, queue=task.queue_name, priority=task.priority,
+                                available_at=run_after, retry=getattr(task, "retry", None) or self.retry)
+        result = task_result(task, run, backend=self.alias, last_attempted_at=None, journal={})
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    def get_result(self, result_id):
+        """The TaskResult of run ``result_id``, read from the database.
+
+        Args:
+            result_id: the ``id`` of a TaskResult this backend returned (the run id).
+
+        Returns:
+            The TaskResult as the run stands now.
+
+        Raises:
+            TaskResultDoesNotExist: no task run has that id (a durable function's run is not a task's).
+            TaskPathError: the run's task path does not import in this process.
+        """
+        found = task_runs.get(str(result_id))
+        if found is None:
+            raise TaskResultDoesNotExist(result_id)
+        task = task_for_run(resolve_task(found.run.name), found.run)
+        return task_result(task, found.run, backend=self.alias, last_attempted_at=found.claimed_at,
+                           journal=found.journal)
+
+    def check(self, **kwargs):
+        """Runs live in durable_django's tables, so the app must be installed."""
+        yield from super().check(**kwargs)
+        if not apps.is_installed("durable_django"):
+            yield checks.Error(
+                f"TASKS[{self.alias!r}] uses DurableBackend, but durable_django is not in INSTALLED_APPS.",
+                hint="Add 'durable_django' to INSTALLED_APPS and run migrate.",
+                id="durable_django.E101",
+            )
+
+
+def _retry_option(alias: str, value) -> RetryPolicy | None:
+    if value is None or isinstance(value, RetryPolicy):
+        return value
+    try:
+        return RetryPolicy.from_json(value)
+    except (InvalidInput, TypeError) as exc:
+        raise InvalidTaskBackend(f"TASKS[{alias!r}]['OPTIONS']['retry'] is invalid: {exc}") from exc
+
+
+def _check_path(task) -> None:
+    """Workers find a task by importing its module path: it must lead back to this task."""
+    try:
+        found = resolve_task(task.module_path)
+    except ImportError as exc:
+        raise InvalidTask(str(exc)) from exc
+    if found.func is not task.func:
+        raise InvalidTask(f"{task.module_path} imports to another task; workers could not find this one")
