@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
@@ -39,10 +40,8 @@ def durable_drain(n: int, processes: int, concurrency: int) -> tuple[float, floa
     peak = [0.0]
 
     def sample():
-        try:
+        with contextlib.suppress(OSError):
             peak[0] = max(peak[0], common.rss_mb(workers[0].pid))
-        except OSError:
-            pass
 
     try:
         rate = common.rate_while_draining(succeeded, n, workers, on_sample=sample)
@@ -98,7 +97,8 @@ def durable_steps(runs: int, steps: int = 100) -> float:
     with raw_connect() as conn:
         span, journaled = conn.execute(
             "SELECT extract(epoch FROM max(finished_at) - min(started_at)), "
-            "(SELECT count(*) FROM durable_step) FROM durable_run").fetchone()
+            "(SELECT count(*) FROM durable_step) FROM durable_run"
+        ).fetchone()
     assert journaled == runs * steps, f"{journaled} steps journaled, expected {runs * steps}"
     return runs * steps / float(span)
 
@@ -109,8 +109,10 @@ def raw_steps(total: int) -> float:
         run_id = str(uuid.uuid4())
         started = time.perf_counter()
         for index in range(total):
-            conn.execute("INSERT INTO bench_raw_step (run_id, step_id, result) VALUES (%s, %s, 'null'::jsonb)",
-                         [run_id, f"v1:noop:{index}"])
+            conn.execute(
+                "INSERT INTO bench_raw_step (run_id, step_id, result) VALUES (%s, %s, 'null'::jsonb)",
+                [run_id, f"v1:noop:{index}"],
+            )
         return total / (time.perf_counter() - started)
 
 
@@ -132,7 +134,7 @@ def wake_latency(tries: int) -> tuple[float, float]:
     finally:
         common.stop([worker])
     latencies.sort()
-    return statistics.median(latencies), latencies[int(round(0.95 * (len(latencies) - 1)))]
+    return statistics.median(latencies), latencies[round(0.95 * (len(latencies) - 1))]
 
 
 # -- peers ------------------------------------------------------------------------------------
@@ -144,8 +146,9 @@ def peers_python() -> str:
     if not os.path.exists(python):
         print("  creating the peers' venv (bench/.peers-venv)", flush=True)
         subprocess.run([sys.executable, "-m", "venv", PEERS_VENV], check=True)
-        subprocess.run([python, "-m", "pip", "install", "-q", "-r",
-                        os.path.join(BENCH_DIR, "requirements-peers.txt")], check=True)
+        subprocess.run(
+            [python, "-m", "pip", "install", "-q", "-r", os.path.join(BENCH_DIR, "requirements-peers.txt")], check=True
+        )
     return python
 
 
@@ -171,8 +174,14 @@ def run_peer(peer: str, n: int) -> dict:
         return {"error": f"could not create the peers' venv: {exc}"}
     env = {**os.environ, "PEER_DATABASE_URL": peer_database_url(), "PYTHONPATH": common.ROOT}
     env.pop("DJANGO_SETTINGS_MODULE", None)
-    result = subprocess.run([python, "-m", "bench.peers", peer, str(n)], cwd=common.ROOT, env=env,
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [python, "-m", "bench.peers", peer, str(n)],
+        cwd=common.ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     if result.returncode or not lines:
         return {"error": f"exit {result.returncode}: {(result.stderr or result.stdout)[-800:]}"}
@@ -196,8 +205,12 @@ def main(args, *, with_durable: bool = True, with_peers: bool = True) -> None:
             _, rss = durable_drain(n, 1, 8)
         raw = raw_drain(n, 4)
         record("raw claim+complete, 4 processes", f"{raw:.0f} runs/s")
-        record(f"durable best ({best[1]}) / raw 4 proc", f"{best[0]:.0f} vs {raw:.0f} runs/s",
-               f"{best[0] / raw:.2f}", ">= 0.50")
+        record(
+            f"durable best ({best[1]}) / raw 4 proc",
+            f"{best[0]:.0f} vs {raw:.0f} runs/s",
+            f"{best[0] / raw:.2f}",
+            ">= 0.50",
+        )
     if with_peers:
         peers = {}
         for peer in ("django-tasks-db", "procrastinate"):
@@ -207,18 +220,30 @@ def main(args, *, with_durable: bool = True, with_peers: bool = True) -> None:
                 print(f"  {peer}: {outcome['error']}", flush=True)
                 continue
             peers[peer] = outcome["rate"]
-            record(f"{peer} worker ({outcome['layout']})", f"{outcome['rate']:.0f} runs/s",
-                   f"durable/peer {best[0] / outcome['rate']:.2f}" if best[0] else "")
+            record(
+                f"{peer} worker ({outcome['layout']})",
+                f"{outcome['rate']:.0f} runs/s",
+                f"durable/peer {best[0] / outcome['rate']:.2f}" if best[0] else "",
+            )
         if peers and best[0]:
             fastest = max(peers, key=peers.get)
-            record(f"durable best / fastest peer ({fastest})", f"{best[0]:.0f} vs {peers[fastest]:.0f} runs/s",
-                   f"{best[0] / peers[fastest]:.2f}", ">= 2.00")
+            record(
+                f"durable best / fastest peer ({fastest})",
+                f"{best[0]:.0f} vs {peers[fastest]:.0f} runs/s",
+                f"{best[0] / peers[fastest]:.2f}",
+                ">= 2.00",
+            )
     if with_durable:
         durable = durable_steps(args.step_runs)
         raw = raw_steps(args.step_runs * 100)
-        record("steps (1 slot) vs raw INSERT loop", f"{durable:.0f} vs {raw:.0f} steps/s", f"{durable / raw:.2f}",
-               ">= 0.50")
+        record(
+            "steps (1 slot) vs raw INSERT loop",
+            f"{durable:.0f} vs {raw:.0f} steps/s",
+            f"{durable / raw:.2f}",
+            ">= 0.50",
+        )
         p50, p95 = wake_latency(args.latency_tries)
-        record(f"wake-up latency ({args.latency_tries} tries)", f"p50 {p50:.1f} ms, p95 {p95:.1f} ms", "",
-               "p50 < 10 ms")
+        record(
+            f"wake-up latency ({args.latency_tries} tries)", f"p50 {p50:.1f} ms, p95 {p95:.1f} ms", "", "p50 < 10 ms"
+        )
         record("worker RSS, concurrency 8 under load", f"{rss:.0f} MB", "", "< 150 MB")

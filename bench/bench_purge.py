@@ -22,7 +22,7 @@ from datetime import timedelta
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import print_table, raw_connect, record, reset_tables, setup_django  # noqa: E402
+from bench.common import print_table, raw_connect, record, reset_tables, setup_django
 
 CHUNK = 100_000
 
@@ -64,8 +64,7 @@ class ClaimLoop(threading.Thread):
         try:
             while not self.stop_event.is_set():
                 api.enqueue("bench.noop")
-                for run, _recovered, _now in runs.claim(limit=1, lease_seconds=30, worker_id="bench",
-                                                        bounds=bounds):
+                for run, _recovered, _now in runs.claim(limit=1, lease_seconds=30, worker_id="bench", bounds=bounds):
                     runs.complete(run.run_id, run.attempts, "null")
                     self.done += 1
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
@@ -119,8 +118,11 @@ def purge(batch_size: int) -> tuple[int, int, float, float]:
 
 
 def main(runs: int, steps: int, batch_size: int, baseline_seconds: float) -> None:
-    print(f"issue 5: purge {runs} finished runs x {steps} steps in batches of {batch_size}, "
-          "with an enqueue+claim+complete loop beside it", flush=True)
+    print(
+        f"issue 5: purge {runs} finished runs x {steps} steps in batches of {batch_size}, "
+        "with an enqueue+claim+complete loop beside it",
+        flush=True,
+    )
     reset_tables()
     made = make_finished(runs, steps)
     record("make finished runs (INSERT ... SELECT)", f"{runs} runs + {runs * steps} steps in {made:.1f}s")
@@ -142,16 +144,24 @@ def main(runs: int, steps: int, batch_size: int, baseline_seconds: float) -> Non
 
     with raw_connect() as conn:
         left = conn.execute("SELECT count(*) FROM durable_run WHERE run_id LIKE 'old-%'").fetchone()[0]
-        orphans = conn.execute("SELECT count(*) FROM durable_step s WHERE NOT EXISTS "
-                               "(SELECT 1 FROM durable_run r WHERE r.run_id = s.run_id)").fetchone()[0]
+        orphans = conn.execute(
+            "SELECT count(*) FROM durable_step s WHERE NOT EXISTS "
+            "(SELECT 1 FROM durable_run r WHERE r.run_id = s.run_id)"
+        ).fetchone()[0]
     assert deleted == runs and left == 0 and orphans == 0, (deleted, left, orphans)
-    record("purge", f"{deleted} runs + {deleted * steps} steps in {elapsed:.1f}s, {batches} batches "
-           f"(slowest {slowest * 1000:.0f} ms)", f"{deleted / elapsed:.0f} runs/s, "
-           f"{deleted * (1 + steps) / elapsed:.0f} rows/s")
+    record(
+        "purge",
+        f"{deleted} runs + {deleted * steps} steps in {elapsed:.1f}s, {batches} batches "
+        f"(slowest {slowest * 1000:.0f} ms)",
+        f"{deleted / elapsed:.0f} runs/s, {deleted * (1 + steps) / elapsed:.0f} rows/s",
+    )
     # The machine may be shared: compare with the mean of the windows before and after the purge.
     without = (baseline + after) / 2
-    record("enqueue+claim+complete during purge", f"{during:.0f}/s vs {baseline:.0f}/s before, "
-           f"{after:.0f}/s after", f"{during / without:.2f}")
+    record(
+        "enqueue+claim+complete during purge",
+        f"{during:.0f}/s vs {baseline:.0f}/s before, {after:.0f}/s after",
+        f"{during / without:.2f}",
+    )
 
 
 if __name__ == "__main__":

@@ -36,8 +36,9 @@ def main(sleepers: int, seconds: float) -> None:
             time.sleep(0.1)
         common.stop(helpers)
         with raw_connect() as conn:
-            left = conn.execute("SELECT extract(epoch FROM min(available_at) - now()) FROM durable_run "
-                                "WHERE status = 'waiting'").fetchone()[0]
+            left = conn.execute(
+                "SELECT extract(epoch FROM min(available_at) - now()) FROM durable_run WHERE status = 'waiting'"
+            ).fetchone()[0]
             # The last deadline, read while every sleeper is still asleep.
             deadline = conn.execute("SELECT max(available_at) FROM durable_run WHERE status = 'waiting'").fetchone()[0]
             # Putting them to sleep left three row versions per run: vacuum it now, as autovacuum
@@ -46,10 +47,15 @@ def main(sleepers: int, seconds: float) -> None:
         base = succeeded()
         with_sleepers = noop_rate(base)
         with raw_connect() as conn:
-            still = conn.execute("SELECT count(*) FROM durable_run WHERE name = 'bench.sleeper' "
-                                 "AND status = 'waiting'").fetchone()[0]
-        record(f"no-op rate with {sleepers} asleep / without", f"{with_sleepers:.0f} vs {alone:.0f} runs/s",
-               f"{with_sleepers / alone:.2f}", "~1.0")
+            still = conn.execute(
+                "SELECT count(*) FROM durable_run WHERE name = 'bench.sleeper' AND status = 'waiting'"
+            ).fetchone()[0]
+        record(
+            f"no-op rate with {sleepers} asleep / without",
+            f"{with_sleepers:.0f} vs {alone:.0f} runs/s",
+            f"{with_sleepers / alone:.2f}",
+            "~1.0",
+        )
         if still < sleepers:
             print(f"  note: {sleepers - still} sleepers woke during the measurement ({left:.1f}s of sleep was left)")
         while common.status_counts().get("succeeded", 0) < base + NOOPS + sleepers:
@@ -61,9 +67,17 @@ def main(sleepers: int, seconds: float) -> None:
                     SELECT extract(epoch FROM r.finished_at - (s.result->>'at')::timestamptz) AS late
                     FROM durable_run r JOIN durable_step s ON s.run_id = r.run_id AND s.step_id = 'v1:nap:0'
                     WHERE r.name = 'bench.sleeper') lateness""").fetchone()
-            last = conn.execute("SELECT extract(epoch FROM max(finished_at) - %s::timestamptz) FROM durable_run "
-                                "WHERE name = 'bench.sleeper'", [deadline]).fetchone()[0]
-        record(f"{sleepers} sleepers woken: deadline to landing", f"p50 {float(p50) * 1000:.0f} ms, "
-               f"max {float(worst):.2f} s; last one {float(last):.2f} s after the last deadline", "", "seconds")
+            last = conn.execute(
+                "SELECT extract(epoch FROM max(finished_at) - %s::timestamptz) FROM durable_run "
+                "WHERE name = 'bench.sleeper'",
+                [deadline],
+            ).fetchone()[0]
+        record(
+            f"{sleepers} sleepers woken: deadline to landing",
+            f"p50 {float(p50) * 1000:.0f} ms, "
+            f"max {float(worst):.2f} s; last one {float(last):.2f} s after the last deadline",
+            "",
+            "seconds",
+        )
     finally:
         common.stop([worker])

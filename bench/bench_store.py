@@ -91,5 +91,9 @@ def main(n: int) -> None:
     store_in, raw_in = store_enqueue(n), raw_enqueue(n)
     store_cc, raw_cc = store_claim_complete(n), raw_claim_complete(n)
     record("enqueue (api.enqueue vs INSERT)", f"{store_in:.0f} vs {raw_in:.0f} runs/s", f"{store_in / raw_in:.2f}")
-    record("claim(10)+complete (store vs raw)", f"{store_cc:.0f} vs {raw_cc:.0f} runs/s", f"{store_cc / raw_cc:.2f}",
-           ">= 0.70")
+    record(
+        "claim(10)+complete (store vs raw)",
+        f"{store_cc:.0f} vs {raw_cc:.0f} runs/s",
+        f"{store_cc / raw_cc:.2f}",
+        ">= 0.70",
+    )

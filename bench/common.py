@@ -53,14 +53,24 @@ def status_counts(table: str = "durable_run") -> dict[str, int]:
 
 
 def worker_command(concurrency: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "django", "durable_worker", "--concurrency", str(concurrency),
-            "--no-scheduler", "-v", "0", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "django",
+        "durable_worker",
+        "--concurrency",
+        str(concurrency),
+        "--no-scheduler",
+        "-v",
+        "0",
+        *extra,
+    ]
 
 
 def spawn(command: list[str], env: dict | None = None) -> subprocess.Popen:
     full_env = {**os.environ, "PYTHONPATH": ROOT, "DJANGO_SETTINGS_MODULE": "bench.settings", **(env or {})}
     # stderr goes to a file, not a pipe: a chatty worker must never block on a full pipe nobody reads.
-    errors = tempfile.TemporaryFile()
+    errors = tempfile.TemporaryFile()  # noqa: SIM115 - it lives as long as the process it collects for
     process = subprocess.Popen(command, cwd=ROOT, env=full_env, stdout=subprocess.DEVNULL, stderr=errors)
     process.error_file = errors
     return process
@@ -83,8 +93,9 @@ def stop(processes: list[subprocess.Popen], timeout: float = 30) -> None:
             process.wait()
 
 
-def rate_while_draining(done_count, total: int, processes: list[subprocess.Popen] | None = None,
-                        timeout: float = 600, on_sample=None) -> float:
+def rate_while_draining(
+    done_count, total: int, processes: list[subprocess.Popen] | None = None, timeout: float = 600, on_sample=None
+) -> float:
     """Items/s between the first finished item and the last, polling ``done_count()``.
 
     Starting the clock at the first finished item leaves process start-up out, the
@@ -125,7 +136,7 @@ def record(benchmark: str, measured: str, ratio: str = "", target: str = "") -> 
 def print_table() -> None:
     headers = ("benchmark", "measured", "ratio", "target")
     widths = [max(len(h), *(len(r[i]) for r in RESULTS)) for i, h in enumerate(headers)]
-    line = " | ".join(h.ljust(w) for h, w in zip(headers, widths))
+    line = " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
     print("\n" + line + "\n" + "-+-".join("-" * w for w in widths))
     for row in RESULTS:
-        print(" | ".join(c.ljust(w) for c, w in zip(row, widths)))
+        print(" | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))

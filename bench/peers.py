@@ -12,13 +12,14 @@ import sys
 
 os.environ["DATABASE_URL"] = os.environ["PEER_DATABASE_URL"]
 
-from bench import common  # noqa: E402
+from bench import common
 
 
 def counter(sql: str):
     def count() -> int:
         with common.raw_connect() as conn:
             return conn.execute(sql).fetchone()[0]
+
     return count
 
 
@@ -40,8 +41,12 @@ def django_tasks_db(n: int) -> dict:
         command = [sys.executable, "-m", "django", "db_worker", "--batch", "--no-startup-delay", "--interval", "0.1"]
         workers = [common.spawn(command, {"DJANGO_SETTINGS_MODULE": "bench.peer_settings"}) for _ in range(processes)]
         try:
-            rate = common.rate_while_draining(counter(
-                "SELECT count(*) FROM django_tasks_database_dbtaskresult WHERE status = 'SUCCESSFUL'"), n, workers, timeout=120)
+            rate = common.rate_while_draining(
+                counter("SELECT count(*) FROM django_tasks_database_dbtaskresult WHERE status = 'SUCCESSFUL'"),
+                n,
+                workers,
+                timeout=120,
+            )
         finally:
             common.stop(workers)
         best = max(best, (rate, f"{processes} proc db_worker"))
@@ -64,8 +69,9 @@ def procrastinate(n: int) -> dict:
         command = [sys.executable, *app_path, "worker", "--concurrency", str(concurrency), "--one-shot"]
         workers = [common.spawn(command) for _ in range(processes)]
         try:
-            rate = common.rate_while_draining(counter(
-                "SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'"), n, workers, timeout=120)
+            rate = common.rate_while_draining(
+                counter("SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'"), n, workers, timeout=120
+            )
         finally:
             common.stop(workers)
         best = max(best, (rate, f"{processes} proc x {concurrency}"))

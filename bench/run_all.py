@@ -12,7 +12,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench import common  # noqa: E402
+from bench import common
 
 
 def main() -> None:
@@ -25,8 +25,9 @@ def main() -> None:
     parser.add_argument("--sleepers", type=int, default=10000)
     parser.add_argument("--sleep-seconds", type=float, default=20.0)
     parser.add_argument("--purge-runs", type=int, default=1_000_000, help="finished runs (3 steps each) to purge")
-    parser.add_argument("--layouts", default="1x8,1x16,2x8",
-                        help="worker layouts to try, PROCESSESxCONCURRENCY, comma-separated")
+    parser.add_argument(
+        "--layouts", default="1x8,1x16,2x8", help="worker layouts to try, PROCESSESxCONCURRENCY, comma-separated"
+    )
     args = parser.parse_args()
     only = set(args.only.split(","))
     common.setup_django()

@@ -3,7 +3,8 @@
 The public surface is ``__all__``; everything else may change.
 """
 
-from importlib.metadata import PackageNotFoundError, version as _version
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _version
 
 try:
     __version__ = _version("durable-django")
@@ -32,12 +33,24 @@ __all__ = [
 ]
 
 _LAZY = {
-    "CancelOutcome": "states", "RunStatus": "states", "DurableError": "exceptions",
-    "RetryPolicy": "types", "Run": "types", "RunPage": "types", "Schedule": "types",
+    "CancelOutcome": "states",
+    "RunStatus": "states",
+    "DurableError": "exceptions",
+    "RetryPolicy": "types",
+    "Run": "types",
+    "RunPage": "types",
+    "Schedule": "types",
     "durable_function": "registry",
-    "cancel": "api", "emit_signal": "api", "enqueue": "api", "get_run": "api", "list_runs": "api",
-    "purge_finished": "api", "resume": "api", "wait_for_result": "api",
-    "schedule": "api", "unschedule": "api",
+    "cancel": "api",
+    "emit_signal": "api",
+    "enqueue": "api",
+    "get_run": "api",
+    "list_runs": "api",
+    "purge_finished": "api",
+    "resume": "api",
+    "wait_for_result": "api",
+    "schedule": "api",
+    "unschedule": "api",
 }
 
 

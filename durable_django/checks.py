@@ -27,15 +27,18 @@ def check_database(app_configs=None, **kwargs):
                 id="durable_django.E001",
             )
         ]
-    unrouted = [model._meta.label for model in apps.get_app_config("durable_django").get_models()
-                if not router.allow_migrate_model(alias, model)]
+    unrouted = [
+        model._meta.label
+        for model in apps.get_app_config("durable_django").get_models()
+        if not router.allow_migrate_model(alias, model)
+    ]
     if unrouted:
         return [
             checks.Error(
                 f"DURABLE['DATABASE'] is {alias!r}, but DATABASE_ROUTERS do not migrate {', '.join(unrouted)} "
                 "there, so its tables are never created on the database every durable read and write uses.",
                 hint="Let your router's allow_migrate() return True for app 'durable_django' on that alias, "
-                     "or set DURABLE['DATABASE'] to the alias the durable_django migrations go to.",
+                "or set DURABLE['DATABASE'] to the alias the durable_django migrations go to.",
                 id="durable_django.E009",
             )
         ]
@@ -66,9 +69,9 @@ def check_settings(app_configs=None, **kwargs):
 
 
 def _schedule_errors():
-    from .values import seconds
-    from .exceptions import InvalidInput
     from .engine.schedules import declared_schedule_errors
+    from .exceptions import InvalidInput
+    from .values import seconds
 
     errors = [
         checks.Error(f"DURABLE['SCHEDULES'] entry {schedule_id!r} is invalid: {exc}", id="durable_django.E007")

@@ -110,4 +110,3 @@ class WaitingFor:
         if kind == cls.CHILD and rest:
             return cls.child(rest)
         raise ValueError(f"not something a run waits for: {encoded!r}")
-

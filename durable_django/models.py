@@ -31,7 +31,6 @@ class ReadOnlyQuerySet(models.QuerySet):
     create = get_or_create = update_or_create = bulk_create = bulk_update = update = delete = _refuse
 
 
-
 class DurableModel(models.Model):
     """A durable table's model: read through it, never write through it."""
 
@@ -118,13 +117,12 @@ class Run(DurableModel):
             models.Index(fields=["status", "updated_at"], name="durable_run_purge"),
             # The seed's listing indexes: newest first, keyset on (created_at, run_id).
             models.Index(F("created_at").desc(), F("run_id").desc(), name="durable_run_listing"),
-            models.Index(
-                "tenant_id", F("created_at").desc(), F("run_id").desc(), name="durable_run_tenant_listing"
-            ),
+            models.Index("tenant_id", F("created_at").desc(), F("run_id").desc(), name="durable_run_tenant_listing"),
             # The claim reads pending runs in its own order (priority, then age);
             # the seed's (status, name, created_at) cannot order a claim over many names.
             models.Index(
-                F("priority").desc(), "created_at",
+                F("priority").desc(),
+                "created_at",
                 condition=Q(status=RunStatus.PENDING),
                 name="durable_run_claim_pending",
             ),
@@ -140,11 +138,16 @@ class Run(DurableModel):
             models.Index(fields=["run_id"], condition=Q(status=RunStatus.WAITING), name="durable_run_waiting"),
             models.Index(fields=["leased_until"], condition=Q(status=RunStatus.RUNNING), name="durable_run_leases"),
             # Cascades and purge walk a run's children; the reconciler walks all children in this order.
-            models.Index(fields=["parent_run_id", "run_id"], condition=Q(parent_run_id__isnull=False),
-                         name="durable_run_children"),
+            models.Index(
+                fields=["parent_run_id", "run_id"],
+                condition=Q(parent_run_id__isnull=False),
+                name="durable_run_children",
+            ),
             # The admin finds runs by coalesce key after they were claimed too (the unique index
             # above holds only unclaimed pending runs).
-            models.Index(fields=["coalesce_key"], condition=Q(coalesce_key__isnull=False), name="durable_run_coalesce_key"),
+            models.Index(
+                fields=["coalesce_key"], condition=Q(coalesce_key__isnull=False), name="durable_run_coalesce_key"
+            ),
         ]
 
     def __str__(self):
@@ -166,6 +169,9 @@ class Step(DurableModel):
         db_table = "durable_step"
         verbose_name = "step"
 
+    def __str__(self):
+        return f"{self.run_id} {self.step_id}"
+
 
 class Signal(DurableModel):
     """Signals, kept from the moment they are emitted, before or after their wait."""
@@ -181,6 +187,9 @@ class Signal(DurableModel):
     class Meta:
         db_table = "durable_signal"
         verbose_name = "signal"
+
+    def __str__(self):
+        return f"{self.run_id} {self.signal}#{self.occurrence}"
 
 
 class Schedule(DurableModel):

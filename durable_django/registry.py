@@ -5,8 +5,8 @@ from __future__ import annotations
 import inspect
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .exceptions import DuplicateRegistration, InvalidInput, UnknownFunction
 from .types import RetryPolicy
@@ -60,8 +60,12 @@ class Registry:
         if version != TASK_PATH_VERSION:
             return self.get(name, version).fn
         if self._path_resolver is None:
-            raise UnknownFunction(f"run {name!r} is named by an import path, and no plug-in here resolves those "
-                                  "(is Django's tasks framework installed?)", name=name, version=version)
+            raise UnknownFunction(
+                f"run {name!r} is named by an import path, and no plug-in here resolves those "
+                "(is Django's tasks framework installed?)",
+                name=name,
+                version=version,
+            )
         return self._path_resolver(name)
 
     def register(self, name: str, version: int, fn: Callable, retry: RetryPolicy | None) -> Registration:

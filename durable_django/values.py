@@ -72,8 +72,13 @@ def integer(value, *, what: str, minimum: int | None = None, maximum: int | None
     if not isinstance(value, int) or isinstance(value, bool):
         raise InvalidInput(f"{what} must be an integer, got {value!r}")
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-        bounds = (f"between {minimum} and {maximum}" if minimum is not None and maximum is not None
-                  else f">= {minimum}" if minimum is not None else f"<= {maximum}")
+        bounds = (
+            f"between {minimum} and {maximum}"
+            if minimum is not None and maximum is not None
+            else f">= {minimum}"
+            if minimum is not None
+            else f"<= {maximum}"
+        )
         raise InvalidInput(f"{what} must be an integer {bounds}, got {value!r}")
     return value
 

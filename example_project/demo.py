@@ -46,10 +46,22 @@ DEMO_ENVIRONMENT = {
 }
 
 # What each kind of order must end as, and the side effects it must have had (each exactly once).
-APPROVED_EFFECTS = ("reserve stock", "charge card", "book parcel", "hand over parcel",
-                    "email how-was-your-order", "email order-confirmation")
-REFUNDED_EFFECTS = ("reserve stock", "charge card", "refund", "release stock", "email order-cancelled",
-                    "email order-confirmation")
+APPROVED_EFFECTS = (
+    "reserve stock",
+    "charge card",
+    "book parcel",
+    "hand over parcel",
+    "email how-was-your-order",
+    "email order-confirmation",
+)
+REFUNDED_EFFECTS = (
+    "reserve stock",
+    "charge card",
+    "refund",
+    "release stock",
+    "email order-cancelled",
+    "email order-confirmation",
+)
 CANCELLED_EFFECTS = ("email order-confirmation",)
 
 
@@ -81,13 +93,21 @@ class OrderPlan:
 
     @property
     def expected_effects(self) -> tuple:
-        return {"approve": APPROVED_EFFECTS, "reject": REFUNDED_EFFECTS, "none": REFUNDED_EFFECTS,
-                "cancel": CANCELLED_EFFECTS}[self.decision]
+        return {
+            "approve": APPROVED_EFFECTS,
+            "reject": REFUNDED_EFFECTS,
+            "none": REFUNDED_EFFECTS,
+            "cancel": CANCELLED_EFFECTS,
+        }[self.decision]
 
     @property
     def expected_fulfilment(self) -> str:
-        return {"approve": "succeeded (shipped)", "reject": "succeeded (rejected)",
-                "none": "succeeded (approval timed out)", "cancel": "cancelled"}[self.decision]
+        return {
+            "approve": "succeeded (shipped)",
+            "reject": "succeeded (rejected)",
+            "none": "succeeded (approval timed out)",
+            "cancel": "cancelled",
+        }[self.decision]
 
 
 PLANS = [
@@ -210,8 +230,10 @@ class Demo:
         self.wait_for(f"the charge of {victim.order}", lambda: self.charge_requested(victim.order))
         self.kill(first)
         self.start_worker()
-        self.say(f"The dead worker's runs stay 'running' until their {os.environ['DURABLE_LEASE_SECONDS']} s lease "
-                 f"expires; then worker #2 reclaims them and replays each from its journal.")
+        self.say(
+            f"The dead worker's runs stay 'running' until their {os.environ['DURABLE_LEASE_SECONDS']} s lease "
+            f"expires; then worker #2 reclaims them and replays each from its journal."
+        )
 
         self.decide_orders()
         self.wait_for("every run to finish", self.all_finished)
@@ -224,10 +246,13 @@ class Demo:
 
         for plan in PLANS:
             plan.order = place_order(plan.email, plan.items, start_in=3600 if plan.decision == "cancel" else None)
-            what = {"approve": "will be approved", "reject": "will be rejected",
-                    "none": f"gets no answer, so its approval times out after "
-                            f"{os.environ['SHOP_APPROVAL_TIMEOUT_SECONDS']} s",
-                    "cancel": "is a pre-order starting in an hour, cancelled before it starts"}[plan.decision]
+            what = {
+                "approve": "will be approved",
+                "reject": "will be rejected",
+                "none": f"gets no answer, so its approval times out after "
+                f"{os.environ['SHOP_APPROVAL_TIMEOUT_SECONDS']} s",
+                "cancel": "is a pre-order starting in an hour, cancelled before it starts",
+            }[plan.decision]
             self.say(f"Placed {plan.order} ({plan.email}): it {what}.")
             self.follow(f"{plan.order}", plan.order.fulfilment_run_id, plan.expected_fulfilment, str(plan.order))
             self.follow(f"{plan.order} confirmation", plan.order.confirmation_task_id, "succeeded", str(plan.order))
@@ -237,8 +262,7 @@ class Demo:
 
         run = fire_schedule_now("nightly-report")
         self.report = self.follow("nightly report", run.run_id, "succeeded")
-        self.say("Fired the nightly-report schedule now (its cron is '0 2 * * *'), as the admin's "
-                 "'fire now' does.")
+        self.say("Fired the nightly-report schedule now (its cron is '0 2 * * *'), as the admin's 'fire now' does.")
 
     def decide_orders(self) -> None:
         from shop.services import cancel_order, decide
@@ -255,8 +279,10 @@ class Demo:
                 if run is not None and run.waiting_for == "signal:approval:0":
                     approved = plan.decision == "approve"
                     decide(plan.order, approved=approved, by="demo@shop.example")
-                    self.say(f"{'Approved' if approved else 'Rejected'} {plan.order}: emit_signal(run, 'approval', "
-                             f"{{'approved': {approved}}}).")
+                    self.say(
+                        f"{'Approved' if approved else 'Rejected'} {plan.order}: emit_signal(run, 'approval', "
+                        f"{{'approved': {approved}}})."
+                    )
                     undecided.remove(plan)
             return not undecided
 
@@ -266,10 +292,13 @@ class Demo:
 
     def start_worker(self) -> subprocess.Popen:
         number = len(self.workers) + 1
-        log = open(self.log_dir / f"worker-{number}.log", "w")
+        log = open(self.log_dir / f"worker-{number}.log", "w")  # noqa: SIM115 - the worker process holds it
         proc = subprocess.Popen(
             [sys.executable, str(MANAGE), "durable_worker", "--concurrency", "8"],
-            cwd=HERE, env=dict(os.environ), stdout=log, stderr=subprocess.STDOUT,
+            cwd=HERE,
+            env=dict(os.environ),
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         log.close()
         proc.number = number
@@ -279,12 +308,17 @@ class Demo:
 
     def kill(self, proc: subprocess.Popen) -> None:
         self.refresh()  # who holds what, as of now
-        held = [t.label for t in self.tracked
-                if t.run is not None and str(t.run.status) == "running" and f":{proc.pid}:" in (t.run.worker_id or "")]
+        held = [
+            t.label
+            for t in self.tracked
+            if t.run is not None and str(t.run.status) == "running" and f":{proc.pid}:" in (t.run.worker_id or "")
+        ]
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        self.say(f"Killed worker #{proc.number} with SIGKILL in the middle of it: no shutdown, no cleanup. "
-                 f"It was running {', '.join(held) or 'nothing the demo follows'}.")
+        self.say(
+            f"Killed worker #{proc.number} with SIGKILL in the middle of it: no shutdown, no cleanup. "
+            f"It was running {', '.join(held) or 'nothing the demo follows'}."
+        )
 
     def stop_workers(self, *, graceful: bool) -> None:
         """SIGTERM (graceful: finish, release, exit) and wait; SIGKILL what is still there."""
@@ -317,8 +351,10 @@ class Demo:
             tracked.run = get_run(tracked.run_id)
             if tracked.run is not None and tracked.run.recoveries > tracked.recoveries_seen:
                 tracked.recoveries_seen = tracked.run.recoveries
-                self.say(f"{tracked.label}: its lease expired, so another worker reclaimed it (attempt "
-                         f"{tracked.run.attempts}); it replays its journal and carries on.")
+                self.say(
+                    f"{tracked.label}: its lease expired, so another worker reclaimed it (attempt "
+                    f"{tracked.run.attempts}); it replays its journal and carries on."
+                )
         # Shipping runs are children that the fulfilment workflows spawn themselves.
         parents = {plan.order.fulfilment_run_id: plan.order for plan in PLANS if plan.order is not None}
         known = {t.run_id for t in self.tracked}
@@ -367,37 +403,51 @@ class Demo:
         ok = self.print_effects() and ok
         self.print_admin_help()
         if ok:
-            print(f"\nDEMO OK: all {len(self.tracked)} runs reached their expected state and every step's side "
-                  f"effect happened exactly once.", file=self.out)
+            print(
+                f"\nDEMO OK: all {len(self.tracked)} runs reached their expected state and every step's side "
+                f"effect happened exactly once.",
+                file=self.out,
+            )
         else:
             print("\nDEMO FAILED: see the rows marked MISMATCH above.", file=self.out)
         return ok
 
     def print_runs(self) -> bool:
         print("\nFinal state of every run:", file=self.out)
-        print(f"  {'RUN':<22} {'FUNCTION':<42} {'STATE':<32} {'EXPECTED':<32} {'ATTEMPTS':>8}  RECOVERED",
-              file=self.out)
+        print(
+            f"  {'RUN':<22} {'FUNCTION':<42} {'STATE':<32} {'EXPECTED':<32} {'ATTEMPTS':>8}  RECOVERED", file=self.out
+        )
         ok = True
         for tracked in self.tracked:
             run = tracked.run
             state = final_state(run)
             matches = state == tracked.expected
             ok = ok and matches
-            print(f"  {tracked.label:<22} {run.name:<42} {state:<32} {tracked.expected:<32} {run.attempts:>8}  "
-                  f"{run.recoveries}{'' if matches else '   MISMATCH'}", file=self.out)
+            print(
+                f"  {tracked.label:<22} {run.name:<42} {state:<32} {tracked.expected:<32} {run.attempts:>8}  "
+                f"{run.recoveries}{'' if matches else '   MISMATCH'}",
+                file=self.out,
+            )
         return ok
 
     def print_effects(self) -> bool:
         """Requests each service received and effects it carried out, per subject and step."""
         from django.db.models import Count
-
         from shop.models import LedgerEntry, ServiceCall
 
         subjects = {t.subject for t in self.tracked if t.subject}
-        requests = {(row["subject"], row["action"]): row["n"] for row in ServiceCall.objects.filter(
-            subject__in=subjects).values("subject", "action").annotate(n=Count("pk"))}
-        effects = {(row["subject"], row["action"]): row["n"] for row in LedgerEntry.objects.filter(
-            subject__in=subjects).values("subject", "action").annotate(n=Count("pk"))}
+        requests = {
+            (row["subject"], row["action"]): row["n"]
+            for row in ServiceCall.objects.filter(subject__in=subjects)
+            .values("subject", "action")
+            .annotate(n=Count("pk"))
+        }
+        effects = {
+            (row["subject"], row["action"]): row["n"]
+            for row in LedgerEntry.objects.filter(subject__in=subjects)
+            .values("subject", "action")
+            .annotate(n=Count("pk"))
+        }
         # In the order things happen: order by order, step by step, the report last.
         expected = [(str(plan.order), action) for plan in PLANS for action in plan.expected_effects]
         if self.report.subject:
@@ -405,11 +455,16 @@ class Demo:
         unexpected = sorted((set(effects) | set(requests)) - set(expected))
         recovered_subjects = self.recovered_subjects()
 
-        print("\nSide effects per step, as the services counted them (tables shop_service_call and shop_ledger):",
-              file=self.out)
-        print("  REQUESTS is what a service received, EFFECTS what it carried out. A step completed before the\n"
-              "  crash replays from the journal and sends nothing; a step in flight sends its request again under\n"
-              "  the same idempotency key, and the service returns the first answer.", file=self.out)
+        print(
+            "\nSide effects per step, as the services counted them (tables shop_service_call and shop_ledger):",
+            file=self.out,
+        )
+        print(
+            "  REQUESTS is what a service received, EFFECTS what it carried out. A step completed before the\n"
+            "  crash replays from the journal and sends nothing; a step in flight sends its request again under\n"
+            "  the same idempotency key, and the service returns the first answer.",
+            file=self.out,
+        )
         print(f"  {'SUBJECT':<40} {'STEP':<28} {'REQUESTS':>8} {'EFFECTS':>8}", file=self.out)
         ok = self.report.subject is not None
         for subject, action in expected + unexpected:
@@ -436,8 +491,11 @@ class Demo:
         print(f"\nLook at the runs, their step journals and the ledger in the admin{same}:", file=self.out)
         print("  python example_project/manage.py createsuperuser", file=self.out)
         print("  python example_project/manage.py runserver", file=self.out)
-        print("  then open http://127.0.0.1:8000/admin/ (Durable execution: runs and schedules; "
-              "Shop: orders, service calls, ledger entries)", file=self.out)
+        print(
+            "  then open http://127.0.0.1:8000/admin/ (Durable execution: runs and schedules; "
+            "Shop: orders, service calls, ledger entries)",
+            file=self.out,
+        )
         print(f"Worker logs: {self.log_dir}", file=self.out)
 
     def say(self, text: str) -> None:
@@ -466,8 +524,10 @@ def main(argv=None) -> int:
 
     os.environ.update(DEMO_ENVIRONMENT)
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")  # pgserver on a machine without one
-    print("durable-django demo: a shop's order workflows, a worker killed mid-workflow, "
-          "and no side effect happening twice.")
+    print(
+        "durable-django demo: a shop's order workflows, a worker killed mid-workflow, "
+        "and no side effect happening twice."
+    )
     print(f"Database: {database_description()}")
 
     own_database_url = bool(os.environ.get("DATABASE_URL"))

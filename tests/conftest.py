@@ -1,3 +1,4 @@
+import contextlib
 import os
 import signal
 import subprocess
@@ -6,6 +7,7 @@ import sys
 import pytest
 
 from tests.helpers import ROOT, subprocess_database_url
+
 
 @pytest.fixture(autouse=True)
 def effects_dir(tmp_path, monkeypatch):
@@ -43,13 +45,15 @@ class WorkerProcesses:
 
     def env(self, **overrides) -> dict:
         env = dict(os.environ)
-        env.update({
-            "DATABASE_URL": subprocess_database_url(),
-            "DJANGO_SETTINGS_MODULE": "tests.settings",
-            "DURABLE_TEST_EFFECTS_DIR": str(self.effects_dir),
-            "DURABLE_TEST_LOG_LEVEL": "INFO",
-            "PYTHONPATH": ROOT,
-        })
+        env.update(
+            {
+                "DATABASE_URL": subprocess_database_url(),
+                "DJANGO_SETTINGS_MODULE": "tests.settings",
+                "DURABLE_TEST_EFFECTS_DIR": str(self.effects_dir),
+                "DURABLE_TEST_LOG_LEVEL": "INFO",
+                "PYTHONPATH": ROOT,
+            }
+        )
         env.update({key: str(value) for key, value in overrides.items()})
         return env
 
@@ -58,7 +62,10 @@ class WorkerProcesses:
         with open(log_path, "w") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "django", "durable_worker", *args],
-                env=env or self.env(**env_overrides), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                env=env or self.env(**env_overrides),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
             )
         proc.log_path = log_path
         self.procs.append(proc)
@@ -71,10 +78,8 @@ class WorkerProcesses:
     def stop_all(self):
         for proc in self.procs:
             if proc.poll() is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(proc.pid, signal.SIGCONT)
-                except ProcessLookupError:
-                    pass
                 proc.kill()
             proc.wait(timeout=30)
 

@@ -75,7 +75,9 @@ TASKS = {
     "default": {
         "BACKEND": "durable_django.tasks.DurableBackend",
         "QUEUES": ["default", "reports"],
-        "OPTIONS": {"retry": {"max_attempts": 3, "initial_delay": 0.05, "max_delay": 0.2, "backoff": 2.0, "jitter": 0.0}},
+        "OPTIONS": {
+            "retry": {"max_attempts": 3, "initial_delay": 0.05, "max_delay": 0.2, "backoff": 2.0, "jitter": 0.0}
+        },
     }
 }
 
@@ -83,5 +85,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"durable_django": {"handlers": ["console"], "level": os.environ.get("DURABLE_TEST_LOG_LEVEL", "WARNING")}},
+    "loggers": {
+        "durable_django": {"handlers": ["console"], "level": os.environ.get("DURABLE_TEST_LOG_LEVEL", "WARNING")}
+    },
 }

@@ -59,8 +59,11 @@ def cut_text(text: str | None, chars: int | None) -> str | None:
 
 def error_excerpt() -> dict:
     """Annotations of a run's error: its beginning, its end and its length."""
-    return {"error_head": Left("error", ERROR_HEAD_CHARS), "error_tail": Right("error", ERROR_TAIL_CHARS),
-            "error_chars": Length("error")}
+    return {
+        "error_head": Left("error", ERROR_HEAD_CHARS),
+        "error_tail": Right("error", ERROR_TAIL_CHARS),
+        "error_chars": Length("error"),
+    }
 
 
 def cut_error(head: str | None, tail: str | None, chars: int | None) -> str | None:
@@ -85,14 +88,13 @@ def readable_traceback(text: str) -> str:
     ``durable_django/engine/execute.py``: the module is what an operator looks
     for. Paths outside this process's import path are left whole.
     """
-    roots = sorted({os.path.join(os.path.abspath(entry or os.curdir), "") for entry in sys.path}, key=len,
-                   reverse=True)
+    roots = sorted({os.path.join(os.path.abspath(entry or os.curdir), "") for entry in sys.path}, key=len, reverse=True)
     roots = [root for root in roots if len(root) > 1]
 
     def relative(match):
         path = match.group(1)
         root = next((root for root in roots if path.startswith(root)), None)
-        return f'File "{path[len(root):]}"' if root else match.group(0)
+        return f'File "{path[len(root) :]}"' if root else match.group(0)
 
     return re.sub(r'File "([^"]+)"', relative, text)
 
@@ -142,8 +144,11 @@ def describe_wait(run: Run):
             return format_html("sleep until {}", moment(until)) if until else "sleep"
         if waiting_for.kind == WaitingFor.SIGNAL:
             name = shorten(waiting_for.target)
-            text = format_html("signal “{}”", name) if waiting_for.occurrence == 0 else format_html(
-                "signal “{}” #{}", name, waiting_for.occurrence)
+            text = (
+                format_html("signal “{}”", name)
+                if waiting_for.occurrence == 0
+                else format_html("signal “{}” #{}", name, waiting_for.occurrence)
+            )
             return format_html("{} (timeout {})", text, moment(until)) if until else text
         child = waiting_for.target
         return format_html("child {}", run_link(child, child[:8] + "…"))

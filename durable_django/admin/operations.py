@@ -10,8 +10,8 @@ posts back exactly the ids it listed.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from django import forms
 from django.contrib import messages
@@ -20,9 +20,9 @@ from django.template.response import TemplateResponse
 
 from .. import api
 from ..exceptions import DurableError, InvalidInput, RunNotFound
+from ..journal_ids import WaitingFor
 from ..states import LIVE_STATUSES, TERMINAL_STATUSES, CancelOutcome, RunStatus
 from ..tenancy import unscope
-from ..journal_ids import WaitingFor
 from ..values import json_text
 
 # An action over more records than this is refused: narrow the filters instead.
@@ -152,8 +152,10 @@ def _set_enabled(enabled: bool):
             schedule = api.set_schedule_enabled(schedule_id, enabled, tenant_id=tenant_id)
         except InvalidInput as exc:
             return Outcome(label="not found", detail=str(exc), ok=False)
-        return Outcome(label="enabled" if enabled else "disabled",
-                       detail=f"next fire at {schedule.next_fire_at:%Y-%m-%d %H:%M:%S} UTC")
+        return Outcome(
+            label="enabled" if enabled else "disabled",
+            detail=f"next fire at {schedule.next_fire_at:%Y-%m-%d %H:%M:%S} UTC",
+        )
 
     return perform
 
@@ -193,45 +195,71 @@ def _by_key(*operations: Operation) -> dict[str, Operation]:
 
 RUN_OPERATIONS = _by_key(
     Operation(
-        key="cancel", verb="Cancel", action_description="Cancel the selected runs", permission="cancel",
-        perform=cancel_run, offered_for=LIVE_STATUSES,
+        key="cancel",
+        verb="Cancel",
+        action_description="Cancel the selected runs",
+        permission="cancel",
+        perform=cancel_run,
+        offered_for=LIVE_STATUSES,
         explanation="Pending and waiting runs are cancelled now, with their unfinished descendants; running "
-                    "runs are asked to stop at their next step; finished runs and runs past a pivot step refuse.",
+        "runs are asked to stop at their next step; finished runs and runs past a pivot step refuse.",
     ),
     Operation(
-        key="resume", verb="Resume", action_description="Resume the selected runs", permission="retry",
-        perform=resume_run, offered_for=RESUMABLE,
+        key="resume",
+        verb="Resume",
+        action_description="Resume the selected runs",
+        permission="retry",
+        perform=resume_run,
+        offered_for=RESUMABLE,
         explanation="Failed and cancelled runs go back to pending with their journal intact, so completed "
-                    "steps are not run again, and a fresh failure budget.",
+        "steps are not run again, and a fresh failure budget.",
     ),
     Operation(
-        key="retry", verb="Retry as a new run", action_description="Retry the selected runs as new runs",
-        permission="retry", perform=retry_run, offered_for=TERMINAL_STATUSES,
+        key="retry",
+        verb="Retry as a new run",
+        action_description="Retry the selected runs as new runs",
+        permission="retry",
+        perform=retry_run,
+        offered_for=TERMINAL_STATUSES,
         explanation="Each finished run is submitted again as a new run of the same function version, with "
-                    "the same input, tenant, queue and priority and an empty journal.",
+        "the same input, tenant, queue and priority and an empty journal.",
     ),
     Operation(
-        key="signal", verb="Send a signal", action_description="Send a signal to the selected runs",
-        permission="signal", perform=signal_run, offered_for=LIVE_STATUSES, form_class=SignalForm,
+        key="signal",
+        verb="Send a signal",
+        action_description="Send a signal to the selected runs",
+        permission="signal",
+        perform=signal_run,
+        offered_for=LIVE_STATUSES,
+        form_class=SignalForm,
         explanation="The signal is stored for each run (the first value sent wins) and wakes a run waiting "
-                    "on exactly that signal and occurrence.",
+        "on exactly that signal and occurrence.",
     ),
 )
 
 SCHEDULE_OPERATIONS = _by_key(
     Operation(
-        key="enable", verb="Enable", action_description="Enable the selected schedules", permission="change",
+        key="enable",
+        verb="Enable",
+        action_description="Enable the selected schedules",
+        permission="change",
         perform=_set_enabled(True),
         explanation="Enabled schedules fire at their next tick; ticks that passed while they were disabled "
-                    "are not fired.",
+        "are not fired.",
     ),
     Operation(
-        key="disable", verb="Disable", action_description="Disable the selected schedules", permission="change",
+        key="disable",
+        verb="Disable",
+        action_description="Disable the selected schedules",
+        permission="change",
         perform=_set_enabled(False),
         explanation="Disabled schedules keep their definition and fire nothing until enabled again.",
     ),
     Operation(
-        key="fire", verb="Fire now", action_description="Fire the selected schedules now", permission="fire",
+        key="fire",
+        verb="Fire now",
+        action_description="Fire the selected schedules now",
+        permission="fire",
         perform=fire_schedule,
         explanation="Each schedule enqueues one run now, enabled or not; its regular ticks stay as they are.",
     ),
@@ -241,8 +269,9 @@ SCHEDULE_OPERATIONS = _by_key(
 # -- confirmation and outcome pages ------------------------------------------
 
 
-def confirm_then_perform(model_admin, request, *, operation, targets, describe, back_url, form=None, hidden=(),
-                         confirm_url=None, bulk=False):
+def confirm_then_perform(
+    model_admin, request, *, operation, targets, describe, back_url, form=None, hidden=(), confirm_url=None, bulk=False
+):
     """Render the confirmation page, or, once confirmed, perform the operation on every target.
 
     Args:
@@ -292,7 +321,8 @@ def outcomes_response(model_admin, request, *, operation, targets, outcomes):
     for outcome in outcomes:
         summary[outcome.label] = summary.get(outcome.label, 0) + 1
     model_admin.message_user(
-        request, f"{operation.verb}: " + ", ".join(f"{count} {label}" for label, count in summary.items()),
+        request,
+        f"{operation.verb}: " + ", ".join(f"{count} {label}" for label, count in summary.items()),
         messages.SUCCESS if all(outcome.ok for outcome in outcomes) else messages.WARNING,
     )
     context = {
@@ -300,7 +330,7 @@ def outcomes_response(model_admin, request, *, operation, targets, outcomes):
         "title": f"{operation.verb}: outcome",
         "opts": model_admin.model._meta,
         "operation": operation,
-        "rows": list(zip(targets, outcomes)),
+        "rows": list(zip(targets, outcomes, strict=True)),
     }
     return TemplateResponse(request, "admin/durable_django/operation_outcomes.html", context)
 

@@ -17,8 +17,17 @@ from ..journal_ids import StepId
 from ..models import Run, Signal, Step
 from . import operations
 from .display import (
-    MAX_CELL_CHARS, MAX_JSON_CHARS, compact_duration, cut_error, cut_text, error_excerpt, json_excerpt, moment,
-    readable_traceback, shorten, status_badge,
+    MAX_CELL_CHARS,
+    MAX_JSON_CHARS,
+    compact_duration,
+    cut_error,
+    cut_text,
+    error_excerpt,
+    json_excerpt,
+    moment,
+    readable_traceback,
+    shorten,
+    status_badge,
 )
 
 # The journal is shown this many entries at a time; signals and children are capped.
@@ -34,19 +43,27 @@ def run_page_context(model_admin, request, run: Run) -> dict:
     journal shows the page ``?journal_page=`` asks for.
     """
     alias = durable_settings.DATABASE
-    values = (Run.objects.using(alias).filter(pk=run.pk)
-              .values(**json_excerpt("input", MAX_JSON_CHARS), **json_excerpt("output", MAX_JSON_CHARS),
-                      **error_excerpt()).get())
+    values = (
+        Run.objects.using(alias)
+        .filter(pk=run.pk)
+        .values(**json_excerpt("input", MAX_JSON_CHARS), **json_excerpt("output", MAX_JSON_CHARS), **error_excerpt())
+        .get()
+    )
     run_signals = Signal.objects.using(alias).filter(run_id=run.run_id)
     signal_order = ("created_at", "signal", "occurrence")
-    signal_keys = list(run_signals.order_by(*signal_order).values_list("pk", flat=True)[:MAX_SIGNAL_ROWS + 1])
+    signal_keys = list(run_signals.order_by(*signal_order).values_list("pk", flat=True)[: MAX_SIGNAL_ROWS + 1])
     signals = cut_rows(run_signals, signal_keys, signal_order, "value")
-    children = list(Run.objects.using(alias).filter(parent_run_id=run.run_id).order_by("created_at", "run_id")
-                    .only("run_id", "name", "version", "status", "created_at")[:MAX_CHILD_ROWS + 1])
+    children = list(
+        Run.objects.using(alias)
+        .filter(parent_run_id=run.run_id)
+        .order_by("created_at", "run_id")
+        .only("run_id", "name", "version", "status", "created_at")[: MAX_CHILD_ROWS + 1]
+    )
     steps = Step.objects.using(alias).filter(run_id=run.run_id)
     step_order = ("created_at", "step_id")
-    journal_page = Paginator(steps.order_by(*step_order).values_list("pk", flat=True),
-                             JOURNAL_PAGE_ROWS).get_page(request.GET.get("journal_page"))
+    journal_page = Paginator(steps.order_by(*step_order).values_list("pk", flat=True), JOURNAL_PAGE_ROWS).get_page(
+        request.GET.get("journal_page")
+    )
     journal = cut_rows(steps, list(journal_page), step_order, "result")
     output = cut_text(values["output_text"], values["output_chars"])
     error = cut_error(values["error_head"], values["error_tail"], values["error_chars"])
@@ -101,8 +118,11 @@ def cut_rows(queryset, keys: list, ordering: tuple, field: str) -> list[dict]:
     The caller picks the keys first, so PostgreSQL never indents a value that
     its sort or page would then throw away.
     """
-    rows = queryset.filter(pk__in=keys).order_by(*ordering).values(
-        *(column for column in ordering if column != field), **json_excerpt(field, MAX_CELL_CHARS, "value"))
+    rows = (
+        queryset.filter(pk__in=keys)
+        .order_by(*ordering)
+        .values(*(column for column in ordering if column != field), **json_excerpt(field, MAX_CELL_CHARS, "value"))
+    )
     return [{**row, "value": cut_text(row.pop("value_text"), row.pop("value_chars"))} for row in rows]
 
 

@@ -51,8 +51,17 @@ class RunChangeList(ChangeList):
 
 @admin.register(Run)
 class RunAdmin(DurableModelAdmin):
-    list_display = ("run_id", "colored_status", "function", "attempts_display", "age", "lease", "waiting",
-                    "tenant", "created")
+    list_display = (
+        "run_id",
+        "colored_status",
+        "function",
+        "attempts_display",
+        "age",
+        "lease",
+        "waiting",
+        "tenant",
+        "created",
+    )
     list_filter = ("status", FunctionFilter, TenantFilter, ("created_at", admin.DateFieldListFilter), ParentFilter)
     search_fields = ("run_id",)
     search_help_text = "An exact run id, idempotency key or coalesce key (as it was passed, without a tenant prefix)."
@@ -63,10 +72,20 @@ class RunAdmin(DurableModelAdmin):
     show_facets = admin.ShowFacets.NEVER
     paginator = EstimatedCountPaginator
     list_per_page = 100
-    actions = [operation_action(operations.RUN_OPERATIONS, key, "runs")
-               for key in operations.RUN_OPERATIONS]
-    readonly_fields = ("run_id", "function", "colored_status", "queue_and_priority", "tenant", "keys",
-                       "attempts_display", "retry_policy_display", "worker_id", "waiting", "cancellation")
+    actions = [operation_action(operations.RUN_OPERATIONS, key, "runs") for key in operations.RUN_OPERATIONS]
+    readonly_fields = (
+        "run_id",
+        "function",
+        "colored_status",
+        "queue_and_priority",
+        "tenant",
+        "keys",
+        "attempts_display",
+        "retry_policy_display",
+        "worker_id",
+        "waiting",
+        "cancellation",
+    )
     fieldsets = [
         (None, {"fields": readonly_fields}),
     ]
@@ -158,8 +177,9 @@ class RunAdmin(DurableModelAdmin):
 
     @admin.display(description="age")
     def age(self, run):
-        return format_html('<span title="{}">{}</span>', moment(run.created_at),
-                           compact_duration(timezone.now() - run.created_at))
+        return format_html(
+            '<span title="{}">{}</span>', moment(run.created_at), compact_duration(timezone.now() - run.created_at)
+        )
 
     @admin.display(description="created at")
     def created(self, run):
@@ -173,8 +193,9 @@ class RunAdmin(DurableModelAdmin):
         holder = run.worker_id or "a worker"
         if left.total_seconds() >= 0:
             return format_html('<span title="held by {}">{} left</span>', holder, compact_duration(left))
-        return format_html('<span class="durable-expired" title="held by {}">expired {} ago</span>',
-                           holder, compact_duration(left))
+        return format_html(
+            '<span class="durable-expired" title="held by {}">expired {} ago</span>', holder, compact_duration(left)
+        )
 
     @admin.display(description="waiting for")
     def waiting(self, run):
@@ -194,8 +215,11 @@ class RunAdmin(DurableModelAdmin):
 
     @admin.display(description="keys")
     def keys(self, run):
-        rows = [(label, shorten(unscope(key)))
-                for label, key in (("idempotency", run.idempotency_key), ("coalesce", run.coalesce_key)) if key]
+        rows = [
+            (label, shorten(unscope(key)))
+            for label, key in (("idempotency", run.idempotency_key), ("coalesce", run.coalesce_key))
+            if key
+        ]
         if not rows:
             return "—"
         return format_html_join(", ", "{}: <code>{}</code>", rows)
@@ -206,9 +230,15 @@ class RunAdmin(DurableModelAdmin):
 
     @admin.display(description="cancellation")
     def cancellation(self, run):
-        parts = [(label, moment(when)) for label, when in (("requested", run.cancel_requested_at),
-                                                           ("refused", run.cancel_refused_at),
-                                                           ("pivot step journalled", run.pivoted_at)) if when]
+        parts = [
+            (label, moment(when))
+            for label, when in (
+                ("requested", run.cancel_requested_at),
+                ("refused", run.cancel_refused_at),
+                ("pivot step journalled", run.pivoted_at),
+            )
+            if when
+        ]
         if not parts:
             return "—"
         return format_html_join("; ", "{} at {}", parts)
@@ -222,8 +252,12 @@ class RunAdmin(DurableModelAdmin):
 
     def get_urls(self):
         urls = [
-            path(f"<path:object_id>/{key}/", self.admin_site.admin_view(self.run_operation_view),
-                 {"key": key}, name=f"durable_django_run_{key}")
+            path(
+                f"<path:object_id>/{key}/",
+                self.admin_site.admin_view(self.run_operation_view),
+                {"key": key},
+                name=f"durable_django_run_{key}",
+            )
             for key in operations.RUN_OPERATIONS
         ]
         return urls + super().get_urls()
@@ -239,15 +273,24 @@ class RunAdmin(DurableModelAdmin):
         """Confirm, then perform one operation on each selected run and list every outcome."""
         runs = list(queryset.defer(*HEAVY_COLUMNS)[: operations.MAX_ACTION_TARGETS + 1])
         if len(runs) > operations.MAX_ACTION_TARGETS:
-            self.message_user(request, f"Select at most {operations.MAX_ACTION_TARGETS} runs for one action; "
-                                       "narrow the filters.", level=messages.ERROR)
+            self.message_user(
+                request,
+                f"Select at most {operations.MAX_ACTION_TARGETS} runs for one action; narrow the filters.",
+                level=messages.ERROR,
+            )
             return None
         # The confirmation posts the listed ids to the unfiltered listing: exactly these runs, no others.
         outcomes, confirmation = operations.confirm_then_perform(
-            self, request, operation=operation, targets=runs, describe=describe_run, bulk=True,
+            self,
+            request,
+            operation=operation,
+            targets=runs,
+            describe=describe_run,
+            bulk=True,
             form=self.operation_form(request, operation, runs),
             hidden=[("action", f"{operation.key}_runs"), ("index", "0")],
-            confirm_url=reverse("admin:durable_django_run_changelist"), back_url=request.get_full_path(),
+            confirm_url=reverse("admin:durable_django_run_changelist"),
+            back_url=request.get_full_path(),
         )
         if confirmation is not None:
             return confirmation
@@ -264,8 +307,13 @@ class RunAdmin(DurableModelAdmin):
             raise Http404(f"no run {object_id}")
         here = run_url(run.run_id)
         outcomes, confirmation = operations.confirm_then_perform(
-            self, request, operation=operation, targets=[run], describe=describe_run,
-            form=self.operation_form(request, operation, [run]), back_url=here,
+            self,
+            request,
+            operation=operation,
+            targets=[run],
+            describe=describe_run,
+            form=self.operation_form(request, operation, [run]),
+            back_url=here,
         )
         if confirmation is not None:
             return confirmation

@@ -30,14 +30,23 @@ from .filters import FunctionFilter
 class ScheduleForm(forms.ModelForm):
     """A schedule as the API takes it; cron and zone are validated here, the write goes through ``schedule()``."""
 
-    key = forms.CharField(label="Schedule id", max_length=200,
-                          help_text="Unique per tenant; the id you pass to schedule() and unschedule().")
+    key = forms.CharField(
+        label="Schedule id",
+        max_length=200,
+        help_text="Unique per tenant; the id you pass to schedule() and unschedule().",
+    )
     tenant = forms.UUIDField(required=False, help_text="Leave empty for the untagged namespace.")
     name = forms.ChoiceField(label="Function", choices=())
-    cron = forms.CharField(max_length=200, help_text="Five fields (minute hour day month weekday), six with "
-                                                     "seconds first, or an alias such as @daily.")
-    tz = forms.CharField(label="Time zone", initial="UTC", max_length=100,
-                         help_text="An IANA zone such as Europe/Berlin; the cron's times are wall-clock times there.")
+    cron = forms.CharField(
+        max_length=200,
+        help_text="Five fields (minute hour day month weekday), six with seconds first, or an alias such as @daily.",
+    )
+    tz = forms.CharField(
+        label="Time zone",
+        initial="UTC",
+        max_length=100,
+        help_text="An IANA zone such as Europe/Berlin; the cron's times are wall-clock times there.",
+    )
     input = operations.JSONValueField(required=False, help_text="The JSON input of every run; empty is null.")
     enabled = forms.BooleanField(required=False, initial=True)
 
@@ -55,8 +64,13 @@ class ScheduleForm(forms.ModelForm):
         if stored is not None:
             # The id and tenant are the schedule's identity: changing them would make another schedule.
             self.initial.update(
-                key=unscope(stored.schedule_id), tenant=stored.tenant_id, name=stored.name, cron=stored.cron,
-                tz=stored.tz or "UTC", input=json.dumps(stored.input, ensure_ascii=False), enabled=stored.enabled,
+                key=unscope(stored.schedule_id),
+                tenant=stored.tenant_id,
+                name=stored.name,
+                cron=stored.cron,
+                tz=stored.tz or "UTC",
+                input=json.dumps(stored.input, ensure_ascii=False),
+                enabled=stored.enabled,
             )
             self.fields["key"].disabled = True
             self.fields["tenant"].disabled = True
@@ -115,15 +129,15 @@ def next_fire_in_zone(schedule: Schedule) -> str:
 class ScheduleAdmin(DurableModelAdmin):
     form = ScheduleForm
     fields = ("key", "tenant", "name", "cron", "tz", "input", "enabled")
-    list_display = ("key", "name", "cron", "zone", "next_fire", "enabled", "tenant", "source",
-                    "last_fired")
+    list_display = ("key", "name", "cron", "zone", "next_fire", "enabled", "tenant", "source", "last_fired")
     list_filter = ("enabled", "source", FunctionFilter)
     ordering = ("next_fire_at", "schedule_id")
     search_fields = ("schedule_id",)
     search_help_text = "An exact schedule id (as it was passed, without a tenant prefix)."
     show_facets = admin.ShowFacets.NEVER
-    actions = [operation_action(operations.SCHEDULE_OPERATIONS, key, "schedules")
-               for key in operations.SCHEDULE_OPERATIONS]
+    actions = [
+        operation_action(operations.SCHEDULE_OPERATIONS, key, "schedules") for key in operations.SCHEDULE_OPERATIONS
+    ]
 
     class Media:
         css = {"all": ["durable_django/admin.css"]}
@@ -179,8 +193,15 @@ class ScheduleAdmin(DurableModelAdmin):
         tenant = str(data["tenant"]) if data.get("tenant") else None
         # An add only ever creates: the add permission allows no change, even to a schedule added meanwhile.
         write = api_schedules.schedule if change else api_schedules.create_schedule
-        write(data["key"], data["name"], data["cron"], input=data["input"], tz=data["tz"], tenant_id=tenant,
-              enabled=data["enabled"])
+        write(
+            data["key"],
+            data["name"],
+            data["cron"],
+            input=data["input"],
+            tz=data["tz"],
+            tenant_id=tenant,
+            enabled=data["enabled"],
+        )
         fresh = Schedule.objects.using(durable_settings.DATABASE).get(pk=form.stored_id())
         for field in Schedule._meta.concrete_fields:
             setattr(obj, field.attname, getattr(fresh, field.attname))
@@ -208,8 +229,11 @@ class ScheduleAdmin(DurableModelAdmin):
 
     def get_urls(self):
         return [
-            path("<path:object_id>/fire/", self.admin_site.admin_view(self.fire_view),
-                 name="durable_django_schedule_fire"),
+            path(
+                "<path:object_id>/fire/",
+                self.admin_site.admin_view(self.fire_view),
+                name="durable_django_schedule_fire",
+            ),
             *super().get_urls(),
         ]
 
@@ -223,18 +247,26 @@ class ScheduleAdmin(DurableModelAdmin):
     def bulk_operation(self, request, queryset, operation):
         schedules = list(queryset[: operations.MAX_ACTION_TARGETS + 1])
         if len(schedules) > operations.MAX_ACTION_TARGETS:
-            self.message_user(request, f"Select at most {operations.MAX_ACTION_TARGETS} schedules for one action.",
-                              level=messages.ERROR)
+            self.message_user(
+                request,
+                f"Select at most {operations.MAX_ACTION_TARGETS} schedules for one action.",
+                level=messages.ERROR,
+            )
             return None
         outcomes, confirmation = operations.confirm_then_perform(
-            self, request, operation=operation, targets=schedules, describe=describe_schedule, bulk=True,
+            self,
+            request,
+            operation=operation,
+            targets=schedules,
+            describe=describe_schedule,
+            bulk=True,
             hidden=[("action", f"{operation.key}_schedules"), ("index", "0")],
-            confirm_url=reverse("admin:durable_django_schedule_changelist"), back_url=request.get_full_path(),
+            confirm_url=reverse("admin:durable_django_schedule_changelist"),
+            back_url=request.get_full_path(),
         )
         if confirmation is not None:
             return confirmation
-        return operations.outcomes_response(self, request, operation=operation, targets=schedules,
-                                               outcomes=outcomes)
+        return operations.outcomes_response(self, request, operation=operation, targets=schedules, outcomes=outcomes)
 
     def fire_view(self, request, object_id):
         """The "Fire now" button on a schedule's page: confirm, fire, and show the run it enqueued."""
@@ -246,7 +278,11 @@ class ScheduleAdmin(DurableModelAdmin):
         operation = operations.SCHEDULE_OPERATIONS["fire"]
         schedule_url = reverse("admin:durable_django_schedule_change", args=[quote(schedule.pk)])
         outcomes, confirmation = operations.confirm_then_perform(
-            self, request, operation=operation, targets=[schedule], describe=describe_schedule,
+            self,
+            request,
+            operation=operation,
+            targets=[schedule],
+            describe=describe_schedule,
             back_url=schedule_url,
         )
         if confirmation is not None:

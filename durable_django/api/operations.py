@@ -28,14 +28,23 @@ def retry_as_new_run(run_id, *, tenant_id=None) -> Run:
     if run is None:
         raise RunNotFound(f"no run {run_id}", run_id=str(run_id))
     if run.is_live:
-        raise InvalidInput(f"run {run.run_id} is still {run.status}; only a finished run can be retried",
-                           run_id=run.run_id)
+        raise InvalidInput(
+            f"run {run.run_id} is still {run.status}; only a finished run can be retried", run_id=run.run_id
+        )
     if run.version == TASK_PATH_VERSION:
-        params = submit.build_task_run(run.name, run.input, queue=run.queue, priority=run.priority,
-                                       available_at=None, retry=run.retry_policy)
+        params = submit.build_task_run(
+            run.name, run.input, queue=run.queue, priority=run.priority, available_at=None, retry=run.retry_policy
+        )
     else:
-        params = submit.build(run.name, run.input, version=run.version, tenant_id=run.tenant_id, queue=run.queue,
-                              priority=run.priority, retry=run.retry_policy)
+        params = submit.build(
+            run.name,
+            run.input,
+            version=run.version,
+            tenant_id=run.tenant_id,
+            queue=run.queue,
+            priority=run.priority,
+            retry=run.retry_policy,
+        )
     return submit.insert_or_join(params)
 
 

@@ -11,11 +11,10 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from ..engine import submit
+from ..engine import retention, submit
 from ..exceptions import InvalidInput, RunNotFound
 from ..states import CancelOutcome, RunStatus
 from ..store import journal as journal_store
-from ..engine import retention
 from ..store import landing
 from ..store import runs as run_store
 from ..store.db import DONE_CHANNEL, listening
@@ -24,9 +23,19 @@ from ..types import Run, RunPage
 from ..values import integer, json_text, seconds, text
 
 
-def enqueue(name: str, input=None, *, idempotency_key: str | None = None, coalesce_key: str | None = None,
-            tenant_id=None, delay=None, available_at: datetime | None = None, version: int | None = None,
-            queue: str = "default", priority: int = 0) -> Run:
+def enqueue(
+    name: str,
+    input=None,
+    *,
+    idempotency_key: str | None = None,
+    coalesce_key: str | None = None,
+    tenant_id=None,
+    delay=None,
+    available_at: datetime | None = None,
+    version: int | None = None,
+    queue: str = "default",
+    priority: int = 0,
+) -> Run:
     """Submit a run of durable function ``name``.
 
     Args:
@@ -45,8 +54,16 @@ def enqueue(name: str, input=None, *, idempotency_key: str | None = None, coales
         The new run, or the existing run a key joined (the joiner's input, delay and priority are dropped).
     """
     params = submit.build(
-        name, input, idempotency_key=idempotency_key, coalesce_key=coalesce_key, tenant_id=tenant_id,
-        delay=delay, available_at=available_at, version=version, queue=queue, priority=priority,
+        name,
+        input,
+        idempotency_key=idempotency_key,
+        coalesce_key=coalesce_key,
+        tenant_id=tenant_id,
+        delay=delay,
+        available_at=available_at,
+        version=version,
+        queue=queue,
+        priority=priority,
     )
     return submit.insert_or_join(params)
 
@@ -101,8 +118,7 @@ def resume(run_id, *, tenant_id=None) -> Run:
     current = run_store.get_run(run_id, tenant)
     if current is None:
         raise RunNotFound(f"no run {run_id}", run_id=run_id)
-    raise InvalidInput(f"run {run_id} is {current.status}; only failed or cancelled runs can be resumed",
-                       run_id=run_id)
+    raise InvalidInput(f"run {run_id} is {current.status}; only failed or cancelled runs can be resumed", run_id=run_id)
 
 
 def wait_for_result(run_id, *, timeout=None, tenant_id=None) -> Run:
@@ -127,7 +143,9 @@ def wait_for_result(run_id, *, timeout=None, tenant_id=None) -> Run:
                 if run_store.get_run(run_id, tenant) is not None:
                     raise InvalidInput(
                         f"run {run_id} was enqueued in this transaction, which has not committed: no worker can "
-                        "see it; wait for it after the transaction commits", run_id=run_id)
+                        "see it; wait for it after the transaction commits",
+                        run_id=run_id,
+                    )
                 raise RunNotFound(f"no run {run_id}", run_id=run_id)
             if not run.is_live:
                 return run
@@ -150,7 +168,11 @@ def list_runs(*, status=None, name=None, tenant_id=None, limit: int = 50, cursor
     integer(limit, what="limit", minimum=1, maximum=1000)
     after = run_store.decode_cursor(cursor) if cursor else None
     items, next_cursor = run_store.list_runs(
-        status=status, name=name, tenant_id=normalize_tenant(tenant_id), limit=limit, after=after,
+        status=status,
+        name=name,
+        tenant_id=normalize_tenant(tenant_id),
+        limit=limit,
+        after=after,
     )
     return RunPage(items=items, next_cursor=next_cursor)
 

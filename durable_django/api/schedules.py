@@ -16,8 +16,9 @@ from ..types import Run, Schedule
 SETTINGS_SOURCE = engine_schedules.SETTINGS_SOURCE
 
 
-def schedule(schedule_id: str, name: str, cron: str, *, input=None, tz: str = "UTC", tenant_id=None,
-             enabled: bool = True) -> Schedule:
+def schedule(
+    schedule_id: str, name: str, cron: str, *, input=None, tz: str = "UTC", tenant_id=None, enabled: bool = True
+) -> Schedule:
     """Create or update a cron schedule that enqueues ``name`` at every tick.
 
     An update keeps the pending ``next_fire_at`` while ``cron`` and ``tz`` are
@@ -42,20 +43,37 @@ def schedule(schedule_id: str, name: str, cron: str, *, input=None, tz: str = "U
         UnknownFunction: no function ``name`` is registered.
         InvalidInput: a bad id, tenant or input; nothing is written.
     """
-    params = engine_schedules.schedule_params(schedule_id, name, cron, input=input, tz=tz, tenant_id=tenant_id,
-                                              enabled=enabled, source=engine_schedules.API_SOURCE)
+    params = engine_schedules.schedule_params(
+        schedule_id,
+        name,
+        cron,
+        input=input,
+        tz=tz,
+        tenant_id=tenant_id,
+        enabled=enabled,
+        source=engine_schedules.API_SOURCE,
+    )
     return engine_schedules.upsert(params, keep_disabled=False)
 
 
-def create_schedule(schedule_id: str, name: str, cron: str, *, input=None, tz: str = "UTC", tenant_id=None,
-                    enabled: bool = True) -> Schedule:
+def create_schedule(
+    schedule_id: str, name: str, cron: str, *, input=None, tz: str = "UTC", tenant_id=None, enabled: bool = True
+) -> Schedule:
     """Like ``schedule()``, but only ever a new schedule: an id already taken in the tenant is refused.
 
     Raises:
         InvalidInput: the id is taken (nothing is changed), or any argument ``schedule()`` refuses.
     """
-    params = engine_schedules.schedule_params(schedule_id, name, cron, input=input, tz=tz, tenant_id=tenant_id,
-                                              enabled=enabled, source=engine_schedules.API_SOURCE)
+    params = engine_schedules.schedule_params(
+        schedule_id,
+        name,
+        cron,
+        input=input,
+        tz=tz,
+        tenant_id=tenant_id,
+        enabled=enabled,
+        source=engine_schedules.API_SOURCE,
+    )
     created = engine_schedules.create(params)
     if created is None:
         raise InvalidInput(f"a schedule {schedule_id!r} already exists in this tenant", schedule_id=schedule_id)

@@ -13,8 +13,9 @@ __all__ = ["RunWithJournal", "enqueue", "get"]
 
 def enqueue(path: str, payload, *, queue: str, priority: int, available_at, retry: RetryPolicy | None) -> Run:
     """Insert a pending version-0 run of the task at ``path`` with ``payload`` as its input."""
-    return submit.insert_or_join(submit.build_task_run(path, payload, queue=queue, priority=priority,
-                                                       available_at=available_at, retry=retry))
+    return submit.insert_or_join(
+        submit.build_task_run(path, payload, queue=queue, priority=priority, available_at=available_at, retry=retry)
+    )
 
 
 def get(run_id: str) -> RunWithJournal | None:

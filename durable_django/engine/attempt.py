@@ -14,7 +14,7 @@ import ctypes
 import logging
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 from django.db import DatabaseError
 
@@ -72,8 +72,12 @@ class Attempt:
                 if not is_disconnect(exc) or self.lost or time.monotonic() + backoff > give_up:
                     raise
                 level = logging.WARNING if backoff == 0.05 else logging.DEBUG
-                logger.log(level, "run %s: the database cannot be reached (%s); keeping the write to send again",
-                           self.run.run_id, type(exc.__cause__ or exc).__name__)
+                logger.log(
+                    level,
+                    "run %s: the database cannot be reached (%s); keeping the write to send again",
+                    self.run.run_id,
+                    type(exc.__cause__ or exc).__name__,
+                )
                 reset_connection()
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
@@ -176,7 +180,5 @@ class Attempt:
 
     def _cancel_task(self) -> None:
         # The loop may have closed since (the handler ended between the caller's look and this call).
-        try:
+        with suppress(RuntimeError):
             self._loop.call_soon_threadsafe(self._task.cancel)
-        except RuntimeError:
-            pass

@@ -108,10 +108,12 @@ class Context(RunFacts):
         except InvalidInput as exc:
             raise StepResultNotSerializable(
                 f"step {name!r} of {self._run.name} returned a value that cannot be stored: {exc}",
-                step=name, run_id=self._run.run_id,
+                step=name,
+                run_id=self._run.run_id,
             ) from None
         recorded = self._attempt.persist(
-            journal_store.record_step, self._run.run_id, self._attempt.token, sid, encoded, pivot=pivot)
+            journal_store.record_step, self._run.run_id, self._attempt.token, sid, encoded, pivot=pivot
+        )
         if pivot:
             self._attempt.pivoted = True
         if recorded.cancel_requested:
@@ -161,7 +163,8 @@ class Context(RunFacts):
             if stored is not None and datetime.fromisoformat(stored["at"]) <= self._attempt.database_now:
                 return None
             outcome = self._attempt.persist(
-                journal_store.sleep, self._run.run_id, self._attempt.token, sid, seconds=delay, until=until)
+                journal_store.sleep, self._run.run_id, self._attempt.token, sid, seconds=delay, until=until
+            )
             self._resolve(sid, outcome)
             return None
 
@@ -175,8 +178,9 @@ class Context(RunFacts):
             raise InvalidInput("sleep_until needs a datetime")
         return self._sleep(name, occurrence, until=aware(when, what="when"))
 
-    def wait_for_signal(self, name: str, signal: str, *, occurrence: int = 0, signal_occurrence: int = 0,
-                        timeout=None, default=None):
+    def wait_for_signal(
+        self, name: str, signal: str, *, occurrence: int = 0, signal_occurrence: int = 0, timeout=None, default=None
+    ):
         """Return the value of signal (signal, signal_occurrence), or ``default`` after ``timeout``."""
         with self._attempt.engine_code():
             sid = self._enter(name, occurrence)
@@ -186,9 +190,15 @@ class Context(RunFacts):
             integer(signal_occurrence, what="signal_occurrence", minimum=0)
             json_text(default, what="default")
             outcome = self._attempt.persist(
-                journal_store.wait_for_signal, self._run.run_id, self._attempt.token, sid,
-                str(StepId.parse(sid).deadline_id()), signal=signal, occurrence=signal_occurrence,
-                timeout_seconds=seconds(timeout, what="timeout"), default=default,
+                journal_store.wait_for_signal,
+                self._run.run_id,
+                self._attempt.token,
+                sid,
+                str(StepId.parse(sid).deadline_id()),
+                signal=signal,
+                occurrence=signal_occurrence,
+                timeout_seconds=seconds(timeout, what="timeout"),
+                default=default,
             )
             return self._resolve(sid, outcome)
 
@@ -202,8 +212,9 @@ class Context(RunFacts):
             if forbidden:
                 raise InvalidInput(f"spawn() sets {', '.join(forbidden)} itself: the step identity keys the child")
             params = submit.with_engine_key(
-                submit.build(function, input, tenant_id=self._run.tenant_id, parent_run_id=self._run.run_id,
-                             **enqueue_options),
+                submit.build(
+                    function, input, tenant_id=self._run.tenant_id, parent_run_id=self._run.run_id, **enqueue_options
+                ),
                 f"spawn:{self._run.run_id}:{sid}",
             )
             child_id = self._attempt.persist(journal_store.spawn, self._run.run_id, self._attempt.token, sid, params)
@@ -217,8 +228,12 @@ class Context(RunFacts):
             if sid in self._attempt.journal:
                 return self._attempt.journal[sid]
             outcome = self._attempt.persist(
-                journal_store.wait_for_child, self._run.run_id, self._attempt.token, sid,
-                str(StepId.parse(sid).deadline_id()), child_run_id=text(str(child_run_id), what="child_run_id"),
+                journal_store.wait_for_child,
+                self._run.run_id,
+                self._attempt.token,
+                sid,
+                str(StepId.parse(sid).deadline_id()),
+                child_run_id=text(str(child_run_id), what="child_run_id"),
                 timeout_seconds=seconds(timeout, what="timeout"),
             )
             return self._resolve(sid, outcome)

@@ -16,7 +16,7 @@ Pure functions, no database: the store keeps ``next_fire_at`` as an instant.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, CroniterError, croniter
@@ -80,8 +80,7 @@ def parse(expression, tz="UTC") -> CronSpec:
     text = normalize(expression)
     fields = text.split(" ")
     if not text.startswith("@") and len(fields) not in (5, 6):
-        raise InvalidSchedule(
-            f"invalid cron expression {text!r}: give 5 fields, or 6 with seconds first", cron=text)
+        raise InvalidSchedule(f"invalid cron expression {text!r}: give 5 fields, or 6 with seconds first", cron=text)
     seconds_first = len(fields) == 6
     try:
         parsed = croniter(text, second_at_beginning=seconds_first)
@@ -94,7 +93,7 @@ def parse(expression, tz="UTC") -> CronSpec:
         seconds_first=seconds_first,
         every_hour=hours == ["*"] or set(hours) == _HOURS_OF_A_DAY,
     )
-    next_fire_after(spec, datetime.now(timezone.utc))  # an expression that never matches fails here
+    next_fire_after(spec, datetime.now(UTC))  # an expression that never matches fails here
     return spec
 
 
@@ -147,8 +146,9 @@ def next_fire_after(spec: CronSpec, after: datetime) -> datetime:
         try:
             wall = walls.get_next(datetime)
         except CroniterBadDateError:
-            raise InvalidSchedule(f"cron expression {spec.expression!r} matches no date",
-                                  cron=spec.expression) from None
+            raise InvalidSchedule(
+                f"cron expression {spec.expression!r} matches no date", cron=spec.expression
+            ) from None
         instants = _instants(spec, wall)
         for instant in instants:
             if instant > after and (best is None or instant < best):
@@ -164,8 +164,8 @@ def _offset(zone_info: ZoneInfo, instant: datetime) -> timedelta:
 
 def _instants(spec: CronSpec, wall: datetime) -> list[datetime]:
     """The instants one wall time fires at, first pass first."""
-    first = wall.replace(tzinfo=spec.zone, fold=0).astimezone(timezone.utc)
-    second = wall.replace(tzinfo=spec.zone, fold=1).astimezone(timezone.utc)
+    first = wall.replace(tzinfo=spec.zone, fold=0).astimezone(UTC)
+    second = wall.replace(tzinfo=spec.zone, fold=1).astimezone(UTC)
     if second > first and spec.every_hour:
         return [first, second]  # a repeated wall time, on a schedule that keeps its rhythm
     # Ordinary, a repeated wall time's first pass, or a skipped one shifted by the gap (fold=0).

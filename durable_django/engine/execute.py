@@ -23,7 +23,7 @@ from .context import AsyncContext, Context
 logger = logging.getLogger("durable_django.worker")
 
 
-class Outcome(str, enum.Enum):
+class Outcome(enum.StrEnum):
     """How an attempt ended, as the worker counts and logs it."""
 
     SUCCEEDED = "succeeded"
@@ -86,10 +86,16 @@ def execute(attempt: Attempt, *, land_success=complete_now) -> Outcome:
         # Cancel requested while nobody held it (its worker died): land it without calling the body.
         return _cancel(attempt)
     if attempt.recovered and run.recoveries > durable_settings.MAX_RECOVERIES:
-        return fail_attempt(attempt, RecoveriesExhausted(
-            f"run was reclaimed {run.recoveries} times after its worker died "
-            f"(MAX_RECOVERIES={durable_settings.MAX_RECOVERIES}); it may be killing its worker", run_id=run.run_id,
-        ), final=True, counts=False)
+        return fail_attempt(
+            attempt,
+            RecoveriesExhausted(
+                f"run was reclaimed {run.recoveries} times after its worker died "
+                f"(MAX_RECOVERIES={durable_settings.MAX_RECOVERIES}); it may be killing its worker",
+                run_id=run.run_id,
+            ),
+            final=True,
+            counts=False,
+        )
     try:
         handler = registry.resolve(run.name, run.version)
     except (UnknownFunction, ImportError) as exc:
@@ -163,14 +169,28 @@ def fail_attempt(attempt: Attempt, exc: BaseException, *, final: bool = False, c
     final = final or failures >= policy.max_attempts
     delay = 0.0 if final else policy.delay_before_retry(failures)
     status = attempt.persist(
-        landing.fail, run.run_id, attempt.token, run.parent_run_id, error=format_error(exc),
-        error_type=exception_path(exc), final=final, delay=delay, counts_as_failure=counts,
+        landing.fail,
+        run.run_id,
+        attempt.token,
+        run.parent_run_id,
+        error=format_error(exc),
+        error_type=exception_path(exc),
+        final=final,
+        delay=delay,
+        counts_as_failure=counts,
     )
     if status is None:
         return Outcome.LOST
     if status == "pending":
-        logger.info("run %s (%s v%s) failed attempt %s (%s); retry in %.2fs",
-                    run.run_id, run.name, run.version, attempt.token, exception_path(exc), delay)
+        logger.info(
+            "run %s (%s v%s) failed attempt %s (%s); retry in %.2fs",
+            run.run_id,
+            run.name,
+            run.version,
+            attempt.token,
+            exception_path(exc),
+            delay,
+        )
         return Outcome.RETRYING
     if status == "cancelled":
         logger.info("run %s (%s v%s) cancelled after a failed attempt", run.run_id, run.name, run.version)

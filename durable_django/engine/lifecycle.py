@@ -16,19 +16,21 @@ from ..conf import durable_settings
 from ..exceptions import OutputNotStored
 from ..registry import registry
 from ..store import claims, journal, landing
-from ..store.schedules import database_now  # noqa: F401  (the worker's clock for its cutoffs)
 from ..store.claims import ClaimBounds, Renewal
 from ..store.db import WAKE_CHANNEL, is_disconnect, listening, reset_connection  # noqa: F401  (the worker's)
+from ..store.schedules import database_now  # noqa: F401  (the worker's clock for its cutoffs)
 from ..types import ClaimedRun
 from .attempt import Attempt
 from .execute import Outcome, fail_attempt, finished, report_success
 
 logger = logging.getLogger("durable_django.worker")
 
+
 def claim_bounds(*, functions: list[str] | None, queues: list[str] | None, tenant_id: str | None) -> ClaimBounds:
     """The runs a worker with these options may claim: the (name, version) pairs it has, and task paths."""
-    return claims.claim_filter(pairs=registry.pairs(functions), task_paths=True, names=functions, queues=queues,
-                               tenant_id=tenant_id)
+    return claims.claim_filter(
+        pairs=registry.pairs(functions), task_paths=True, names=functions, queues=queues, tenant_id=tenant_id
+    )
 
 
 def claim(*, limit: int, start_now: int, worker_id: str, bounds: ClaimBounds) -> list[Attempt]:
@@ -37,14 +39,26 @@ def claim(*, limit: int, start_now: int, worker_id: str, bounds: ClaimBounds) ->
     Returns:
         Attempts in claim order, started ones first.
     """
-    claimed = claims.claim(limit=limit, start_now=start_now, lease_seconds=durable_settings.LEASE_SECONDS,
-                           worker_id=worker_id, bounds=bounds)
+    claimed = claims.claim(
+        limit=limit,
+        start_now=start_now,
+        lease_seconds=durable_settings.LEASE_SECONDS,
+        worker_id=worker_id,
+        bounds=bounds,
+    )
     # A first attempt has an empty journal: skip the read.
     journals = journal.load_journal([item.run.run_id for item in claimed if item.run.attempts > 1])
     return [
-        Attempt(ClaimedRun(run=item.run, token=item.run.attempts, journal=journals.get(item.run.run_id, {}),
-                           recovered=item.recovered),
-                item.database_now, started=item.started)
+        Attempt(
+            ClaimedRun(
+                run=item.run,
+                token=item.run.attempts,
+                journal=journals.get(item.run.run_id, {}),
+                recovered=item.recovered,
+            ),
+            item.database_now,
+            started=item.started,
+        )
         for item in claimed
     ]
 
@@ -110,8 +124,10 @@ def _land_one_by_one(batch: list[tuple[Attempt, str]]) -> LandingReport:
             if is_disconnect(exc):
                 report.retry = list(batch[index:])
                 return report
-            refused = OutputNotStored(f"the database refused to store the output of run {attempt.run.run_id}: "
-                                      f"{exc}", run_id=attempt.run.run_id)
+            refused = OutputNotStored(
+                f"the database refused to store the output of run {attempt.run.run_id}: {exc}",
+                run_id=attempt.run.run_id,
+            )
             report.outcomes[attempt] = fail_attempt(attempt, refused, final=True)
             continue
         report.outcomes[attempt] = report_success(attempt, attempt.run.run_id in landed)

@@ -91,11 +91,15 @@ class Reconciler:
         position: tuple[str, str] | None = ("", "")
         while position is not None:
             orphans, position = reconcile.orphans_chunk(position, self.chunk)
-            found += [Repair(run_id, f"is live while its parent {parent} has finished", "")
-                      for run_id, parent in orphans]
-        found += [Repair(run_id, "was left running long past its lease with no recovery left", "")
-                  for run_id, *_ in reconcile.expired(3 * durable_settings.LEASE_SECONDS,
-                                                     durable_settings.MAX_RECOVERIES, self.chunk)]
+            found += [
+                Repair(run_id, f"is live while its parent {parent} has finished", "") for run_id, parent in orphans
+            ]
+        found += [
+            Repair(run_id, "was left running long past its lease with no recovery left", "")
+            for run_id, *_ in reconcile.expired(
+                3 * durable_settings.LEASE_SECONDS, durable_settings.MAX_RECOVERIES, self.chunk
+            )
+        ]
         return found
 
     def _pass(self) -> list[Repair]:
@@ -128,8 +132,13 @@ class Reconciler:
             if reconcile.status_of(parent_run_id) not in ("succeeded", "failed", "cancelled"):
                 continue
             outcome = landing.cancel(run_id, None)
-            repairs.append(Repair(run_id, f"is live while its parent {parent_run_id} has finished",
-                                  f"cancelled by the rule of cancel(): {outcome.value if outcome else 'gone'}"))
+            repairs.append(
+                Repair(
+                    run_id,
+                    f"is live while its parent {parent_run_id} has finished",
+                    f"cancelled by the rule of cancel(): {outcome.value if outcome else 'gone'}",
+                )
+            )
         return repairs
 
     def _expired(self) -> list[Repair]:
@@ -138,10 +147,19 @@ class Reconciler:
         for run_id, token, parent_run_id, recoveries in reconcile.expired(3 * lease, max_recoveries, self.chunk):
             error = RecoveriesExhausted(
                 f"run {run_id} was left running long after its lease expired, and its {recoveries} recoveries "
-                f"used up MAX_RECOVERIES={max_recoveries}", run_id=run_id)
-            status = landing.fail(run_id, token, parent_run_id, error=format_error(error),
-                                  error_type=exception_path(error), final=True, delay=0.0, counts_as_failure=False)
+                f"used up MAX_RECOVERIES={max_recoveries}",
+                run_id=run_id,
+            )
+            status = landing.fail(
+                run_id,
+                token,
+                parent_run_id,
+                error=format_error(error),
+                error_type=exception_path(error),
+                final=True,
+                delay=0.0,
+                counts_as_failure=False,
+            )
             if status is not None:
-                repairs.append(Repair(run_id, "was left running long past its lease with no recovery left",
-                                      "failed"))
+                repairs.append(Repair(run_id, "was left running long past its lease with no recovery left", "failed"))
         return repairs

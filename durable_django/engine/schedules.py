@@ -9,8 +9,9 @@ settings) are in docs/schedules.md.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from django.db import transaction
 
@@ -48,8 +49,7 @@ def tick_key(schedule_id: str, tick: datetime) -> str:
     return f"schedule:{schedule_id}:{stamp(tick)}"
 
 
-def fire_due(*, names: list[str], tenant_id: str | None, limit: int = 100,
-             skip: Sequence[str] = ()) -> list[Fired]:
+def fire_due(*, names: list[str], tenant_id: str | None, limit: int = 100, skip: Sequence[str] = ()) -> list[Fired]:
     """Fire the due schedules of functions in ``names`` (the scheduler's step).
 
     Misfire policy: a schedule found due fires once, for its owed tick (the
@@ -93,10 +93,8 @@ def sync_settings_schedules(declared: dict) -> tuple[list[Schedule], list[str], 
     for schedule_id in invalid:
         entry = declared[schedule_id]
         tenant = entry.get("tenant_id") if isinstance(entry, dict) else None
-        try:
+        with contextlib.suppress(InvalidInput):
             kept_ids.append(stored_id(schedule_id, tenant))
-        except InvalidInput:
-            pass
     with transaction.atomic(using=connection().alias):
         upserted = [upsert(params, keep_disabled=True) for params in valid]
         deleted = schedule_store.delete_undeclared(kept_ids)
@@ -136,8 +134,14 @@ def _settings_params(schedule_id, entry) -> dict:
     if missing:
         raise InvalidInput(f"schedule {schedule_id!r}: missing {sorted(missing)}")
     return schedule_params(
-        schedule_id, entry["name"], entry["cron"], input=entry.get("input"), tz=entry.get("tz", "UTC"),
-        tenant_id=entry.get("tenant_id"), enabled=entry.get("enabled", True), source=SETTINGS_SOURCE,
+        schedule_id,
+        entry["name"],
+        entry["cron"],
+        input=entry.get("input"),
+        tz=entry.get("tz", "UTC"),
+        tenant_id=entry.get("tenant_id"),
+        enabled=entry.get("enabled", True),
+        source=SETTINGS_SOURCE,
     )
 
 
@@ -231,10 +235,11 @@ def fire_tick(current: Schedule, now: datetime) -> tuple[Run, datetime]:
 
 def enqueue_tick(current: Schedule, key: str) -> Run:
     """Enqueue through the normal submit path: retry snapshot, tenant scoping, NOTIFY on commit."""
-    return submit.insert_or_join(submit.with_engine_key(
-        submit.build(current.name, current.input, tenant_id=current.tenant_id), key))
+    return submit.insert_or_join(
+        submit.with_engine_key(submit.build(current.name, current.input, tenant_id=current.tenant_id), key)
+    )
 
 
 def stamp(instant: datetime) -> str:
     """An instant as the keys spell it: UTC, ISO 8601."""
-    return instant.astimezone(timezone.utc).isoformat()
+    return instant.astimezone(UTC).isoformat()

@@ -16,9 +16,21 @@ from ..values import aware, integer, json_text, seconds, text
 RESERVED_KEY_PREFIXES = ("spawn:", "schedule:")
 
 
-def build(name, input=None, *, idempotency_key=None, coalesce_key=None, tenant_id=None, delay=None,
-          available_at=None, version=None, queue="default", priority=0, parent_run_id=None,
-          retry: RetryPolicy | None = None) -> dict:
+def build(
+    name,
+    input=None,
+    *,
+    idempotency_key=None,
+    coalesce_key=None,
+    tenant_id=None,
+    delay=None,
+    available_at=None,
+    version=None,
+    queue="default",
+    priority=0,
+    parent_run_id=None,
+    retry: RetryPolicy | None = None,
+) -> dict:
     """Validate everything a caller's submit names and return the store's insert parameters.
 
     Raises:
@@ -30,8 +42,10 @@ def build(name, input=None, *, idempotency_key=None, coalesce_key=None, tenant_i
         raise InvalidInput("version 0 is reserved for Django Tasks runs: enqueue those through the Tasks backend")
     for key, what in ((idempotency_key, "idempotency_key"), (coalesce_key, "coalesce_key")):
         if key is not None and text(key, what=what).startswith(RESERVED_KEY_PREFIXES):
-            raise InvalidInput(f"{what} {key!r} starts with a prefix reserved for the engine's own keys "
-                               f"({', '.join(RESERVED_KEY_PREFIXES)})")
+            raise InvalidInput(
+                f"{what} {key!r} starts with a prefix reserved for the engine's own keys "
+                f"({', '.join(RESERVED_KEY_PREFIXES)})"
+            )
     if idempotency_key is not None and coalesce_key is not None:
         # A coalesced submit joins a run that has a key of its own (or none): the idempotency
         # key could not be kept, so a later submit with it would make a second run.
@@ -43,17 +57,38 @@ def build(name, input=None, *, idempotency_key=None, coalesce_key=None, tenant_i
     else:
         # A version no process here registers may still be run by another deploy's workers.
         registration = None
-    return _params(name, input, registration.version if registration else version, tenant_id=tenant_id,
-                   idempotency_key=idempotency_key, coalesce_key=coalesce_key, delay=delay,
-                   available_at=available_at, queue=queue, priority=priority, parent_run_id=parent_run_id,
-                   retry=retry or (registration.retry if registration else None))
+    return _params(
+        name,
+        input,
+        registration.version if registration else version,
+        tenant_id=tenant_id,
+        idempotency_key=idempotency_key,
+        coalesce_key=coalesce_key,
+        delay=delay,
+        available_at=available_at,
+        queue=queue,
+        priority=priority,
+        parent_run_id=parent_run_id,
+        retry=retry or (registration.retry if registration else None),
+    )
 
 
 def build_task_run(path: str, payload, *, queue: str, priority: int, available_at, retry: RetryPolicy | None) -> dict:
     """The insert parameters of a Django Tasks run: named by its task's import path, version 0."""
-    return _params(text(path, what="task path"), payload, TASK_PATH_VERSION, tenant_id=None, idempotency_key=None,
-                   coalesce_key=None, delay=None, available_at=available_at, queue=queue, priority=priority,
-                   parent_run_id=None, retry=retry)
+    return _params(
+        text(path, what="task path"),
+        payload,
+        TASK_PATH_VERSION,
+        tenant_id=None,
+        idempotency_key=None,
+        coalesce_key=None,
+        delay=None,
+        available_at=available_at,
+        queue=queue,
+        priority=priority,
+        parent_run_id=None,
+        retry=retry,
+    )
 
 
 def with_engine_key(params: dict, key: str) -> dict:
@@ -61,8 +96,21 @@ def with_engine_key(params: dict, key: str) -> dict:
     return {**params, "idempotency_key": scope(key, params["tenant_id"], what="idempotency_key")}
 
 
-def _params(name, input, version, *, tenant_id, idempotency_key, coalesce_key, delay, available_at, queue, priority,
-            parent_run_id, retry) -> dict:
+def _params(
+    name,
+    input,
+    version,
+    *,
+    tenant_id,
+    idempotency_key,
+    coalesce_key,
+    delay,
+    available_at,
+    queue,
+    priority,
+    parent_run_id,
+    retry,
+) -> dict:
     tenant = normalize_tenant(tenant_id)
     delay_seconds = seconds(delay, what="delay")
     when = aware(available_at, what="available_at")

@@ -8,20 +8,26 @@ class Migration(migrations.Migration):
     """
 
     dependencies = [
-        ('durable_django', '0003_attempt_started_at'),
+        ("durable_django", "0003_attempt_started_at"),
     ]
 
     operations = [
         migrations.RemoveIndex(
-            model_name='run',
-            name='durable_run_children',
+            model_name="run",
+            name="durable_run_children",
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(condition=models.Q(('status', 'waiting')), fields=['run_id'], name='durable_run_waiting'),
+            model_name="run",
+            index=models.Index(
+                condition=models.Q(("status", "waiting")), fields=["run_id"], name="durable_run_waiting"
+            ),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(condition=models.Q(('parent_run_id__isnull', False)), fields=['parent_run_id', 'run_id'], name='durable_run_children'),
+            model_name="run",
+            index=models.Index(
+                condition=models.Q(("parent_run_id__isnull", False)),
+                fields=["parent_run_id", "run_id"],
+                name="durable_run_children",
+            ),
         ),
     ]

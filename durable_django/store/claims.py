@@ -194,10 +194,12 @@ def claim_filter(*, pairs, task_paths, names, queues, tenant_id) -> ClaimBounds:
 def claim(*, limit: int, start_now: int, lease_seconds: float, worker_id: str, bounds: ClaimBounds) -> list[Claimed]:
     """Claim up to ``limit`` runs, of which the first ``start_now`` start at once, in claim order."""
     with cursor() as cur:
-        cur.execute(bounds.claim_sql, {**bounds.params, "limit": limit, "start_now": start_now,
-                                       "lease": lease_seconds, "worker_id": worker_id})
+        cur.execute(
+            bounds.claim_sql,
+            {**bounds.params, "limit": limit, "start_now": start_now, "lease": lease_seconds, "worker_id": worker_id},
+        )
         rows = cur.fetchall()
-    claimed = [Claimed(row_to_run(row), *row[RUN_COLUMN_COUNT:RUN_COLUMN_COUNT + 3]) for row in rows]
+    claimed = [Claimed(row_to_run(row), *row[RUN_COLUMN_COUNT : RUN_COLUMN_COUNT + 3]) for row in rows]
     # UPDATE ... RETURNING does not keep the candidates' order: restore the claim order.
     claimed.sort(key=lambda item: (not item.started, -item.run.priority, item.run.created_at))
     return claimed
@@ -220,8 +222,10 @@ def heartbeat(held: list[tuple[str, int]], lease_seconds: float) -> dict[tuple[s
         return {}
     with cursor() as cur:
         cur.execute(HEARTBEAT, {"lease": lease_seconds, **_pairs(held)})
-        return {(run_id, token): Renewal(renewed, cancel, still_held)
-                for run_id, token, renewed, cancel, still_held in cur.fetchall()}
+        return {
+            (run_id, token): Renewal(renewed, cancel, still_held)
+            for run_id, token, renewed, cancel, still_held in cur.fetchall()
+        }
 
 
 def start(run_id: str, token: int) -> bool | None:

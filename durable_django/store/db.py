@@ -8,7 +8,6 @@ import time
 from contextlib import contextmanager
 
 import psycopg
-
 from django.db import DatabaseError, InterfaceError, connections, transaction
 
 from ..conf import durable_settings
@@ -102,7 +101,7 @@ def in_transaction(work, *args, **kwargs):
         except DatabaseError as exc:
             if attempt == TRANSACTION_ATTEMPTS or not is_retryable(exc):
                 raise
-            time.sleep(random.uniform(0, 0.005 * 2 ** attempt))
+            time.sleep(random.uniform(0, 0.005 * 2**attempt))
     raise AssertionError("unreachable")
 
 
@@ -125,20 +124,68 @@ def qualified_run_columns(alias: str) -> str:
 
 
 def row_to_run(row) -> Run:
-    (run_id, name, version, status, input_, output, error, attempts, tenant_id, idempotency_key,
-     coalesce_key, parent_run_id, queue, priority, available_at, leased_until, created_at, updated_at,
-     cancel_requested_at, cancel_refused_at, error_type, failures, recoveries, retry_policy,
-     waiting_for, pivoted_at, started_at, finished_at, worker_id, attempt_started_at) = row[:RUN_COLUMN_COUNT]
+    (
+        run_id,
+        name,
+        version,
+        status,
+        input_,
+        output,
+        error,
+        attempts,
+        tenant_id,
+        idempotency_key,
+        coalesce_key,
+        parent_run_id,
+        queue,
+        priority,
+        available_at,
+        leased_until,
+        created_at,
+        updated_at,
+        cancel_requested_at,
+        cancel_refused_at,
+        error_type,
+        failures,
+        recoveries,
+        retry_policy,
+        waiting_for,
+        pivoted_at,
+        started_at,
+        finished_at,
+        worker_id,
+        attempt_started_at,
+    ) = row[:RUN_COLUMN_COUNT]
     return Run(
-        run_id=run_id, name=name, version=version, status=RunStatus(status),
-        input=from_json(input_), output=from_json(output), error=error, attempts=attempts,
-        tenant_id=tenant_id, idempotency_key=unscope(idempotency_key), coalesce_key=unscope(coalesce_key),
-        parent_run_id=parent_run_id, queue=queue, priority=priority, available_at=available_at,
-        leased_until=leased_until, created_at=created_at, updated_at=updated_at,
-        cancel_requested_at=cancel_requested_at, cancel_refused_at=cancel_refused_at,
-        error_type=error_type, failures=failures, recoveries=recoveries,
-        retry_policy=RetryPolicy.from_json(from_json(retry_policy)), waiting_for=waiting_for,
-        pivoted_at=pivoted_at, started_at=started_at, finished_at=finished_at, worker_id=worker_id,
+        run_id=run_id,
+        name=name,
+        version=version,
+        status=RunStatus(status),
+        input=from_json(input_),
+        output=from_json(output),
+        error=error,
+        attempts=attempts,
+        tenant_id=tenant_id,
+        idempotency_key=unscope(idempotency_key),
+        coalesce_key=unscope(coalesce_key),
+        parent_run_id=parent_run_id,
+        queue=queue,
+        priority=priority,
+        available_at=available_at,
+        leased_until=leased_until,
+        created_at=created_at,
+        updated_at=updated_at,
+        cancel_requested_at=cancel_requested_at,
+        cancel_refused_at=cancel_refused_at,
+        error_type=error_type,
+        failures=failures,
+        recoveries=recoveries,
+        retry_policy=RetryPolicy.from_json(from_json(retry_policy)),
+        waiting_for=waiting_for,
+        pivoted_at=pivoted_at,
+        started_at=started_at,
+        finished_at=finished_at,
+        worker_id=worker_id,
         attempt_started_at=attempt_started_at,
     )
 
@@ -151,9 +198,16 @@ SCHEDULE_COLUMNS = (
 def row_to_schedule(row) -> Schedule:
     (schedule_id, name, cron, tz, input_, next_fire_at, enabled, tenant_id, created_at, updated_at) = row[:10]
     return Schedule(
-        schedule_id=unscope(schedule_id), name=name, cron=cron, tz=tz or "UTC", input=from_json(input_),
-        next_fire_at=next_fire_at, enabled=enabled, tenant_id=tenant_id,
-        created_at=created_at, updated_at=updated_at,
+        schedule_id=unscope(schedule_id),
+        name=name,
+        cron=cron,
+        tz=tz or "UTC",
+        input=from_json(input_),
+        next_fire_at=next_fire_at,
+        enabled=enabled,
+        tenant_id=tenant_id,
+        created_at=created_at,
+        updated_at=updated_at,
     )
 
 

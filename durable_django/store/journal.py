@@ -162,9 +162,16 @@ def _stored_step(cur, run_id: str, step_id: str):
 def record_step(run_id: str, token: int, step_id: str, result_json: str, *, pivot: bool) -> Recorded:
     """Journal a step; returns the stored value (ours, or an earlier writer's)."""
     with cursor() as cur:
-        cur.execute(RECORD_STEP, {
-            "run_id": run_id, "token": token, "step_id": step_id, "result": result_json, "pivot": pivot,
-        })
+        cur.execute(
+            RECORD_STEP,
+            {
+                "run_id": run_id,
+                "token": token,
+                "step_id": step_id,
+                "result": result_json,
+                "pivot": pivot,
+            },
+        )
         cancel, inserted, pivoted = cur.fetchone()
         if cancel is None:
             raise LeaseLost()
@@ -184,15 +191,30 @@ def _lock_held(cur, run_id: str, token: int):
 
 def _deadline(cur, run_id, step_id, tenant_id, *, seconds=None, until=None):
     """Journal the deadline once (first call wins); returns (deadline, passed)."""
-    cur.execute(RECORD_DEADLINE, {
-        "run_id": run_id, "step_id": step_id, "tenant_id": tenant_id, "seconds": seconds, "until": until,
-    })
+    cur.execute(
+        RECORD_DEADLINE,
+        {
+            "run_id": run_id,
+            "step_id": step_id,
+            "tenant_id": tenant_id,
+            "seconds": seconds,
+            "until": until,
+        },
+    )
     cur.execute(SELECT_DEADLINE, [run_id, step_id])
     return cur.fetchone()
 
 
 def _insert_step(cur, run_id, step_id, tenant_id, value):
-    cur.execute(INSERT_STEP, {"run_id": run_id, "step_id": step_id, "result": json_text(value, what="a journal value"), "tenant_id": tenant_id})
+    cur.execute(
+        INSERT_STEP,
+        {
+            "run_id": run_id,
+            "step_id": step_id,
+            "result": json_text(value, what="a journal value"),
+            "tenant_id": tenant_id,
+        },
+    )
     return _stored_step(cur, run_id, step_id)[0]
 
 
@@ -217,8 +239,17 @@ def sleep(run_id: str, token: int, step_id: str, *, seconds=None, until=None) ->
         return WaitOutcome(suspended=True, value=deadline)
 
 
-def wait_for_signal(run_id: str, token: int, step_id: str, deadline_step_id: str, *, signal: str,
-                    occurrence: int, timeout_seconds, default) -> WaitOutcome:
+def wait_for_signal(
+    run_id: str,
+    token: int,
+    step_id: str,
+    deadline_step_id: str,
+    *,
+    signal: str,
+    occurrence: int,
+    timeout_seconds,
+    default,
+) -> WaitOutcome:
     """Return the signal if it is stored, the default if the wait timed out, or park the run."""
     with _atomic(), cursor() as cur:
         cancel, tenant_id = _lock_held(cur, run_id, token)
@@ -237,8 +268,9 @@ def wait_for_signal(run_id: str, token: int, step_id: str, deadline_step_id: str
         return WaitOutcome(suspended=True)
 
 
-def wait_for_child(run_id: str, token: int, step_id: str, deadline_step_id: str, *, child_run_id: str,
-                   timeout_seconds) -> WaitOutcome:
+def wait_for_child(
+    run_id: str, token: int, step_id: str, deadline_step_id: str, *, child_run_id: str, timeout_seconds
+) -> WaitOutcome:
     """Return a direct child's outcome if it landed, time it out, or park the parent until it lands."""
     with _atomic(), cursor() as cur:
         cancel, tenant_id = _lock_held(cur, run_id, token)
@@ -249,9 +281,10 @@ def wait_for_child(run_id: str, token: int, step_id: str, deadline_step_id: str,
         if row is None:
             raise NotAChild(
                 f"run {child_run_id} is not a direct child of run {run_id}",
-                run_id=run_id, child_run_id=child_run_id,
+                run_id=run_id,
+                child_run_id=child_run_id,
             )
-        status, output, error, error_type = row
+        status, output, error, _error_type = row
         if status in ("succeeded", "failed", "cancelled"):
             outcome = {"state": status, "result": from_json(output), "error": error}
             return WaitOutcome(suspended=False, value=_insert_step(cur, run_id, step_id, tenant_id, outcome))
@@ -286,10 +319,16 @@ def emit_signal(run_id: str, signal: str, occurrence: int, value_json: str, tena
         if row is None:
             raise RunNotFound(f"no run {run_id}", run_id=run_id)
         _status, _waiting_for, run_tenant = row
-        cur.execute(INSERT_SIGNAL, {
-            "run_id": run_id, "signal": signal, "occurrence": occurrence, "value": value_json,
-            "tenant_id": run_tenant,
-        })
+        cur.execute(
+            INSERT_SIGNAL,
+            {
+                "run_id": run_id,
+                "signal": signal,
+                "occurrence": occurrence,
+                "value": value_json,
+                "tenant_id": run_tenant,
+            },
+        )
         cur.execute(SELECT_SIGNAL, [run_id, signal, occurrence])
         stored = from_json(cur.fetchone()[0])
         cur.execute(WAKE_FOR_SIGNAL, {"run_id": run_id, "waiting_for": str(WaitingFor.signal(signal, occurrence))})

@@ -245,15 +245,34 @@ def complete_many(finished: list[Finished]) -> set[str]:
 
 
 def _batch(items: list[Finished]) -> dict:
-    return {"run_ids": [item.run_id for item in items], "tokens": [item.token for item in items],
-            "outputs": [item.output for item in items]}
+    return {
+        "run_ids": [item.run_id for item in items],
+        "tokens": [item.token for item in items],
+        "outputs": [item.output for item in items],
+    }
 
 
-def fail(run_id: str, token: int, parent_run_id: str | None, *, error: str, error_type: str, final: bool,
-         delay: float, counts_as_failure: bool = True) -> str | None:
+def fail(
+    run_id: str,
+    token: int,
+    parent_run_id: str | None,
+    *,
+    error: str,
+    error_type: str,
+    final: bool,
+    delay: float,
+    counts_as_failure: bool = True,
+) -> str | None:
     """Record a failed attempt; returns the run's new status, or None if the fence refused it."""
-    params = {"run_id": run_id, "token": token, "error": error, "error_type": error_type, "final": final,
-              "delay": delay, "counts": 1 if counts_as_failure else 0}
+    params = {
+        "run_id": run_id,
+        "token": token,
+        "error": error,
+        "error_type": error_type,
+        "final": final,
+        "delay": delay,
+        "counts": 1 if counts_as_failure else 0,
+    }
     return _status(in_transaction(_land, parent_run_id, FAIL, params))
 
 
@@ -277,15 +296,16 @@ def _land(parent_run_id: str | None, statement: str, params: dict) -> dict[str, 
         ended = [run_id for run_id, status in landed.items() if status in ("succeeded", "failed", "cancelled")]
         if parent_run_id is not None and ended:
             _wake_parent(cur, parent_run_id, ended)
-        cascade_from = [run_id for run_id, status, has_children, *_ in rows
-                        if has_children and status != "pending"]
+        cascade_from = [run_id for run_id, status, has_children, *_ in rows if has_children and status != "pending"]
         if cascade_from:
             _cascade(cur, cascade_from)
     return landed
 
 
 def _wake_parent(cur, parent_run_id: str, children: list[str]) -> None:
-    cur.execute(WAKE_PARENT, {"parent_run_id": parent_run_id, "waits": [str(WaitingFor.child(child)) for child in children]})
+    cur.execute(
+        WAKE_PARENT, {"parent_run_id": parent_run_id, "waits": [str(WaitingFor.child(child)) for child in children]}
+    )
 
 
 def _cascade(cur, roots: list[str]) -> None:

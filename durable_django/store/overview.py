@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from ..states import MAX_PRIORITY, MIN_PRIORITY
-from ..states import RunStatus
+from ..states import MAX_PRIORITY, MIN_PRIORITY, RunStatus
 from .db import TERMINAL, cursor
 
 # At most this many runs are read per window; beyond it counts are shown as a floor.
@@ -120,10 +119,12 @@ def overview(*, cap: int = OVERVIEW_CAP) -> Overview:
     """
     hour: dict[str, int] = {}
     day: dict[str, int] = {}
-    examined, hour_filled = 0, False
     with cursor() as cur:
         cur.execute(WINDOW_COUNTS, {"cap": cap})
-        for status, in_hour, in_day, examined, hour_filled in cur.fetchall():
+        rows = cur.fetchall()
+        # Every row repeats the window's totals: how many runs were read, and whether the hour filled the cap.
+        examined, hour_filled = (rows[0][3], rows[0][4]) if rows else (0, False)
+        for status, in_hour, in_day, _, _ in rows:
             if in_hour:
                 hour[status] = in_hour
             day[status] = in_day

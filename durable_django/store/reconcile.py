@@ -33,11 +33,14 @@ FROM durable_run w
 """
 
 # Waiting runs after a keyset position.
-WAITING_CHUNK = _WAITING_FACTS + """
+WAITING_CHUNK = (
+    _WAITING_FACTS
+    + """
 WHERE w.status = 'waiting' AND w.run_id > %(after)s
 ORDER BY w.run_id
 LIMIT %(limit)s
 """
+)
 
 # One waiting run, read again once its lock is held.
 WAITING_ONE = _WAITING_FACTS + "WHERE w.status = 'waiting' AND w.run_id = %(run_id)s"

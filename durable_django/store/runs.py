@@ -12,8 +12,8 @@ import uuid
 from datetime import datetime
 
 from ..exceptions import InvalidInput
-from ..values import text
 from ..types import Run
+from ..values import text
 from .db import RUN_COLUMNS, WAKE_CHANNEL, cursor, in_transaction, row_to_run
 from .landing import LOCK_RUN
 
@@ -165,10 +165,17 @@ def decode_cursor(token: str) -> tuple[datetime, str]:
 def list_runs(*, status, name, tenant_id, limit, after):
     after_created, after_run = after or (None, None)
     with cursor() as cur:
-        cur.execute(LIST_RUNS, {
-            "status": status, "name": name, "tenant_id": tenant_id, "limit": limit + 1,
-            "after_created": after_created, "after_run": after_run,
-        })
+        cur.execute(
+            LIST_RUNS,
+            {
+                "status": status,
+                "name": name,
+                "tenant_id": tenant_id,
+                "limit": limit + 1,
+                "after_created": after_created,
+                "after_run": after_run,
+            },
+        )
         runs = [row_to_run(row) for row in cur.fetchall()]
     more = len(runs) > limit
     runs = runs[:limit]
@@ -198,7 +205,9 @@ def resume(run_id: str, tenant_id: str | None) -> Run | None:
                 if parent is None or parent[0] in ("succeeded", "failed", "cancelled"):
                     raise InvalidInput(
                         f"run {run_id} is a child of run {parent_run_id}, which has finished: resume the parent, "
-                        "or retry this run as a new run", run_id=run_id)
+                        "or retry this run as a new run",
+                        run_id=run_id,
+                    )
             cur.execute(RESUME, params)
             row = cur.fetchone()
         return row_to_run(row) if row else None

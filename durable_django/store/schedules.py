@@ -212,8 +212,14 @@ def mark_fired(schedule_id: str) -> None:
         cur.execute(MARK_FIRED, [schedule_id])
 
 
-def claim_due(*, names: list[str], tenant_id: str | None, limit: int,
-              fire: Callable[[Schedule, datetime], tuple[Run, datetime]], skip: Sequence[str] = ()) -> list[Fired]:
+def claim_due(
+    *,
+    names: list[str],
+    tenant_id: str | None,
+    limit: int,
+    fire: Callable[[Schedule, datetime], tuple[Run, datetime]],
+    skip: Sequence[str] = (),
+) -> list[Fired]:
     """Fire up to ``limit`` due schedules in one transaction.
 
     For each locked due schedule, ``fire(schedule, database_now)`` enqueues the
@@ -237,8 +243,7 @@ def claim_due(*, names: list[str], tenant_id: str | None, limit: int,
     outcomes = []
     with transaction.atomic(using=alias):
         with cursor() as cur:
-            cur.execute(CLAIM_DUE, {"names": list(names), "tenant_id": tenant_id, "limit": limit,
-                                    "skip": list(skip)})
+            cur.execute(CLAIM_DUE, {"names": list(names), "tenant_id": tenant_id, "limit": limit, "skip": list(skip)})
             rows = cur.fetchall()
         for row in rows:
             schedule, stored_id, now = row_to_schedule(row), row[-2], row[-1]
@@ -253,8 +258,7 @@ def claim_due(*, names: list[str], tenant_id: str | None, limit: int,
                 outcomes.append(Fired(stored_id, schedule, None, exc))
             except Exception as exc:  # noqa: BLE001 - one schedule's failure must not stop the batch
                 with cursor() as cur:
-                    cur.execute(POSTPONE, {"schedule_id": stored_id,
-                                           "seconds": FIRE_FAILURE_BACKOFF.total_seconds()})
+                    cur.execute(POSTPONE, {"schedule_id": stored_id, "seconds": FIRE_FAILURE_BACKOFF.total_seconds()})
                 outcomes.append(Fired(stored_id, schedule, None, exc, postponed=True))
             else:
                 outcomes.append(Fired(stored_id, schedule, run, None))

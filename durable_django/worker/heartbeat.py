@@ -45,7 +45,7 @@ class Heartbeat(threading.Thread):
             while not self.halt.wait(durable_settings.heartbeat_seconds):
                 try:
                     self.beat()
-                except Exception:  # noqa: BLE001 - the heartbeat must outlive any bug in one beat
+                except Exception:  # the heartbeat must outlive any bug in one beat
                     logger.exception("heartbeat: unexpected error; carrying on")
         finally:
             connections.close_all()

@@ -88,8 +88,12 @@ class Worker:
     def request_stop(self) -> None:
         """Graceful stop: claim nothing more, let attempts finish within the grace period."""
         if not self._stopping.is_set():
-            logger.info("worker %s stopping: finishing %d attempt(s) within %.0fs",
-                        self.options.worker_id, self.pool.held_count, self.options.grace)
+            logger.info(
+                "worker %s stopping: finishing %d attempt(s) within %.0fs",
+                self.options.worker_id,
+                self.pool.held_count,
+                self.options.grace,
+            )
         self._stopping.set()
         self._wake.set()
 
@@ -108,16 +112,25 @@ class Worker:
             return
         dropped = self.pool.take_prefetched()
         self.pool.forget(dropped)
-        logger.warning("worker %s: the database cannot be reached; starting no attempt until it answers "
-                       "(dropped %d claimed run(s) not started)", self.options.worker_id, len(dropped))
+        logger.warning(
+            "worker %s: the database cannot be reached; starting no attempt until it answers "
+            "(dropped %d claimed run(s) not started)",
+            self.options.worker_id,
+            len(dropped),
+        )
 
     # -- main loop ---------------------------------------------------------------
 
     def run(self) -> None:
         opts = self.options
-        logger.info("worker %s starting: concurrency %d, functions %s, queues %s, tenant %s",
-                    opts.worker_id, opts.concurrency, ",".join(n for n, _ in registry.pairs(opts.functions)) or "-",
-                    ",".join(opts.queues or ["*"]), opts.tenant_id or "*")
+        logger.info(
+            "worker %s starting: concurrency %d, functions %s, queues %s, tenant %s",
+            opts.worker_id,
+            opts.concurrency,
+            ",".join(n for n, _ in registry.pairs(opts.functions)) or "-",
+            ",".join(opts.queues or ["*"]),
+            opts.tenant_id or "*",
+        )
         self._start_threads()
         try:
             self._claim_loop()
@@ -126,8 +139,9 @@ class Worker:
 
     def _start_threads(self) -> None:
         for index in range(self.options.concurrency):
-            self._start(threading.Thread(target=self._slot_loop, args=(index,), name=f"durable-slot-{index}",
-                                         daemon=True))
+            self._start(
+                threading.Thread(target=self._slot_loop, args=(index,), name=f"durable-slot-{index}", daemon=True)
+            )
         self._start(Heartbeat(self.pool, self._halt, self._on_database))
         self._start(Listener([lifecycle.WAKE_CHANNEL], self._on_notify, self._halt, on_reconnect=self._wake.set))
         if not self.options.burst:
@@ -193,13 +207,20 @@ class Worker:
         ahead = self.pool.prefetch_room()
         if idle == 0 and ahead < max(1, self.options.concurrency // 2):
             return [], 0  # claim ahead in batches, not one run per finished attempt
-        claimed = lifecycle.claim(limit=idle + ahead, start_now=idle, worker_id=self.options.worker_id,
-                                  bounds=self._bounds)
+        claimed = lifecycle.claim(
+            limit=idle + ahead, start_now=idle, worker_id=self.options.worker_id, bounds=self._bounds
+        )
         self._on_database(True)
         for attempt in claimed:
             run = attempt.run
-            logger.info("claimed run %s (%s v%s) attempt %d%s", run.run_id, run.name, run.version, attempt.token,
-                        " (recovered from a dead worker)" if attempt.recovered else "")
+            logger.info(
+                "claimed run %s (%s v%s) attempt %d%s",
+                run.run_id,
+                run.name,
+                run.version,
+                attempt.token,
+                " (recovered from a dead worker)" if attempt.recovered else "",
+            )
         self.stats.claimed += len(claimed)
         self.pool.add(claimed)
         return claimed, idle + ahead
@@ -221,7 +242,7 @@ class Worker:
                 return
             try:
                 self._run_attempt(slot, attempt)
-            except Exception:  # noqa: BLE001 - a bug here must not kill the slot
+            except Exception:  # a bug here must not kill the slot
                 logger.exception("run %s: unexpected error in the worker", attempt.run.run_id)
                 self.pool.done(slot, attempt, ran=False)
             self._wake.set()
@@ -233,8 +254,11 @@ class Worker:
         try:
             outcome = executor.execute(attempt, land_success=self._land_later)
         except DatabaseError as exc:
-            logger.warning("run %s: database error while landing (%s); its lease will expire and it will "
-                           "be recovered", attempt.run.run_id, exc)
+            logger.warning(
+                "run %s: database error while landing (%s); its lease will expire and it will be recovered",
+                attempt.run.run_id,
+                exc,
+            )
             lifecycle.reset_connection()
             outcome = Outcome.ERROR
         if outcome == Outcome.LANDING:
@@ -326,8 +350,13 @@ class Worker:
         logger.info(
             "summary: claimed %d, running %d, succeeded %d, failed %d, retrying %d, suspended %d, "
             "cancelled %d, repaired %d, %.1f runs/s",
-            self.stats.claimed, self.pool.held_count, outcomes.get("succeeded", 0), outcomes.get("failed", 0),
-            outcomes.get("retrying", 0), outcomes.get("suspended", 0), outcomes.get("cancelled", 0),
-            self.stats.repaired, sum(outcomes.values()) / elapsed,
+            self.stats.claimed,
+            self.pool.held_count,
+            outcomes.get("succeeded", 0),
+            outcomes.get("failed", 0),
+            outcomes.get("retrying", 0),
+            outcomes.get("suspended", 0),
+            outcomes.get("cancelled", 0),
+            self.stats.repaired,
+            sum(outcomes.values()) / elapsed,
         )
-

@@ -34,7 +34,7 @@ class ReconcilerThread(threading.Thread):
             while not self.halt.wait(wait):
                 try:
                     self.on_repairs(self.reconciler.run_pass())
-                except Exception:  # noqa: BLE001 - the reconciler must outlive any error in one pass
+                except Exception:  # the reconciler must outlive any error in one pass
                     logger.exception("reconciler: pass failed; trying again at the next")
                 wait = durable_settings.RECONCILE_SECONDS * random.uniform(0.9, 1.1)
         finally:

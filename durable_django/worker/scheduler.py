@@ -71,7 +71,7 @@ class SchedulerThread(threading.Thread):
                     wait = self._back_off()
                     logger.warning("scheduler: database error (%s); retrying in %.1fs", exc, wait)
                     lifecycle.reset_connection()
-                except Exception:  # noqa: BLE001 - the scheduler must outlive a bug in one pass
+                except Exception:  # the scheduler must outlive a bug in one pass
                     logger.exception("scheduler: unexpected error; retrying in %.0fs", MAX_WAIT_SECONDS)
                     wait = MAX_WAIT_SECONDS
                 self.halt_event.wait(wait)
@@ -92,8 +92,9 @@ class SchedulerThread(threading.Thread):
         if refused:
             return self._back_off()  # the refused ticks are still due: retry them, slower while refusals go on
         self._backoff = FIRST_BACKOFF_SECONDS
-        due = engine_schedules.seconds_until_next_due(names=self.names, tenant_id=self.tenant_id) \
-            if self.names else None
+        due = (
+            engine_schedules.seconds_until_next_due(names=self.names, tenant_id=self.tenant_id) if self.names else None
+        )
         wait = MAX_WAIT_SECONDS if due is None else min(max(due, 0.0), MAX_WAIT_SECONDS)
         return max(wait + random.uniform(0, FIRE_JITTER_SECONDS), 0.05)
 
@@ -107,23 +108,39 @@ class SchedulerThread(threading.Thread):
         # Refused schedules keep their place at the head of the due order: later batches of this pass skip them.
         refused: list[str] = []
         while not self.halt_event.is_set():
-            fired = engine_schedules.fire_due(names=self.names, tenant_id=self.tenant_id, limit=FIRE_BATCH,
-                                           skip=refused)
+            fired = engine_schedules.fire_due(
+                names=self.names, tenant_id=self.tenant_id, limit=FIRE_BATCH, skip=refused
+            )
             for outcome in fired:
                 schedule = outcome.schedule
                 if outcome.error is None:
-                    logger.info("schedule %s fired its tick %s with run %s (%s)", schedule.schedule_id,
-                                schedule.next_fire_at.isoformat(), outcome.run.run_id, schedule.name)
+                    logger.info(
+                        "schedule %s fired its tick %s with run %s (%s)",
+                        schedule.schedule_id,
+                        schedule.next_fire_at.isoformat(),
+                        outcome.run.run_id,
+                        schedule.name,
+                    )
                 elif outcome.postponed:
-                    logger.error("schedule %s (tenant %s) could not fire (%s: %s); postponed by %s",
-                                 schedule.schedule_id, schedule.tenant_id or "-", type(outcome.error).__name__,
-                                 outcome.error, engine_schedules.FIRE_FAILURE_BACKOFF)
+                    logger.error(
+                        "schedule %s (tenant %s) could not fire (%s: %s); postponed by %s",
+                        schedule.schedule_id,
+                        schedule.tenant_id or "-",
+                        type(outcome.error).__name__,
+                        outcome.error,
+                        engine_schedules.FIRE_FAILURE_BACKOFF,
+                    )
                 else:
                     refused.append(outcome.stored_id)
-                    logger.warning("schedule %s (tenant %s): the database refused its tick %s (%s: %s); "
-                                   "still due, retried at the next pass", schedule.schedule_id,
-                                   schedule.tenant_id or "-", schedule.next_fire_at.isoformat(),
-                                   type(outcome.error).__name__, outcome.error)
+                    logger.warning(
+                        "schedule %s (tenant %s): the database refused its tick %s (%s: %s); "
+                        "still due, retried at the next pass",
+                        schedule.schedule_id,
+                        schedule.tenant_id or "-",
+                        schedule.next_fire_at.isoformat(),
+                        type(outcome.error).__name__,
+                        outcome.error,
+                    )
             if len(fired) < FIRE_BATCH:
                 break
         return bool(refused)
@@ -151,7 +168,7 @@ class SchedulerThread(threading.Thread):
             logger.warning("scheduler: settings sync failed (%s); retrying at the next pass", exc)
             lifecycle.reset_connection()
             return
-        except Exception:  # noqa: BLE001 - the schedules already stored must fire all the same
+        except Exception:  # the schedules already stored must fire all the same
             logger.exception("scheduler: settings sync failed; retrying at the next pass")
             return
         finally:
@@ -160,9 +177,16 @@ class SchedulerThread(threading.Thread):
         for schedule_id, error in invalid.items():
             logger.error('DURABLE["SCHEDULES"][%r] is invalid and was not synced: %s', schedule_id, error)
         if upserted or deleted:
-            logger.info("synced %d schedule(s) from settings; removed %d no longer declared: %s",
-                        len(upserted), len(deleted), ", ".join(deleted) or "-")
+            logger.info(
+                "synced %d schedule(s) from settings; removed %d no longer declared: %s",
+                len(upserted),
+                len(deleted),
+                ", ".join(deleted) or "-",
+            )
         for schedule in api_schedules.list_schedules(tenant_id=self.tenant_id):
             if schedule.enabled and not registry.knows(schedule.name):
-                logger.warning("schedule %s names function %r, which this worker does not have; "
-                               "it waits for a worker that does", schedule.schedule_id, schedule.name)
+                logger.warning(
+                    "schedule %s names function %r, which this worker does not have; it waits for a worker that does",
+                    schedule.schedule_id,
+                    schedule.name,
+                )

@@ -17,8 +17,9 @@ def install_shutdown_handlers(worker) -> None:
         return
 
     def stop_now(signum, frame):
-        logger.warning("second %s: stopping at once; held runs are recovered when their leases expire",
-                       signal.Signals(signum).name)
+        logger.warning(
+            "second %s: stopping at once; held runs are recovered when their leases expire", signal.Signals(signum).name
+        )
         os._exit(128 + signum)
 
     def stop_gracefully(signum, frame):

@@ -110,8 +110,11 @@ class SlotPool:
             started = self._busy_since.pop(slot, None)
             if ran and started is not None:
                 duration = time.monotonic() - started
-                self._average_duration = duration if self._average_duration is None else (
-                    DURATION_WEIGHT * duration + (1 - DURATION_WEIGHT) * self._average_duration)
+                self._average_duration = (
+                    duration
+                    if self._average_duration is None
+                    else (DURATION_WEIGHT * duration + (1 - DURATION_WEIGHT) * self._average_duration)
+                )
             if not keep:
                 self._held.pop(attempt.held, None)
 

@@ -37,23 +37,34 @@ def fulfil_order(ctx, order):
     def key(step):
         return ctx.idempotency_key(step)
 
-    reservation = ctx.step("reserve-stock", lambda: outside.reserve_stock(
-        order_id, order["items"], idempotency_key=key("reserve-stock")))
-    charge = ctx.step("charge-card", lambda: outside.charge_card(
-        order_id, order["total_cents"], idempotency_key=key("charge-card")))
+    reservation = ctx.step(
+        "reserve-stock", lambda: outside.reserve_stock(order_id, order["items"], idempotency_key=key("reserve-stock"))
+    )
+    charge = ctx.step(
+        "charge-card", lambda: outside.charge_card(order_id, order["total_cents"], idempotency_key=key("charge-card"))
+    )
 
     # The run holds no worker while a person decides; after the timeout the value is None.
     decision = ctx.wait_for_signal(
-        "await-approval", "approval", timeout=timedelta(seconds=settings.SHOP["APPROVAL_TIMEOUT"]))
+        "await-approval", "approval", timeout=timedelta(seconds=settings.SHOP["APPROVAL_TIMEOUT"])
+    )
     if not (decision and decision.get("approved")):
         outcome = "rejected" if decision else "approval timed out"
-        ctx.step("refund", lambda: outside.refund(
-            order_id, charge["charge_id"], idempotency_key=key("refund")))
-        ctx.step("release-stock", lambda: outside.release_stock(
-            order_id, reservation["reservation"], idempotency_key=key("release-stock")))
-        ctx.step("email-cancellation", lambda: outside.send_email(
-            order["email"], "order-cancelled", f"order {order_id}", {"reason": outcome},
-            idempotency_key=key("email-cancellation")))
+        ctx.step("refund", lambda: outside.refund(order_id, charge["charge_id"], idempotency_key=key("refund")))
+        ctx.step(
+            "release-stock",
+            lambda: outside.release_stock(order_id, reservation["reservation"], idempotency_key=key("release-stock")),
+        )
+        ctx.step(
+            "email-cancellation",
+            lambda: outside.send_email(
+                order["email"],
+                "order-cancelled",
+                f"order {order_id}",
+                {"reason": outcome},
+                idempotency_key=key("email-cancellation"),
+            ),
+        )
         return {"order_id": order_id, "outcome": outcome}
 
     # spawn() is journalled: a replay finds the same child instead of starting a second one.
@@ -64,9 +75,16 @@ def fulfil_order(ctx, order):
     tracking = shipment["result"]["tracking"]
 
     ctx.sleep_for("pause-before-follow-up", timedelta(seconds=settings.SHOP["FOLLOW_UP_DELAY"]))
-    ctx.step("email-follow-up", lambda: outside.send_email(
-        order["email"], "how-was-your-order", f"order {order_id}", {"tracking": tracking},
-        idempotency_key=key("email-follow-up")))
+    ctx.step(
+        "email-follow-up",
+        lambda: outside.send_email(
+            order["email"],
+            "how-was-your-order",
+            f"order {order_id}",
+            {"tracking": tracking},
+            idempotency_key=key("email-follow-up"),
+        ),
+    )
     return {"order_id": order_id, "outcome": "shipped", "charge_id": charge["charge_id"], "tracking": tracking}
 
 
@@ -78,10 +96,15 @@ def ship_order(ctx, shipment):
         ``{"tracking": ...}``, which the parent's ``ctx.wait_for_result`` receives.
     """
     order_id = shipment["order_id"]
-    booking = ctx.step("book-parcel", lambda: outside.book_carrier(
-        order_id, idempotency_key=ctx.idempotency_key("book-parcel")))
-    ctx.step("hand-over-parcel", lambda: outside.hand_over_parcel(
-        order_id, booking["tracking"], idempotency_key=ctx.idempotency_key("hand-over-parcel")))
+    booking = ctx.step(
+        "book-parcel", lambda: outside.book_carrier(order_id, idempotency_key=ctx.idempotency_key("book-parcel"))
+    )
+    ctx.step(
+        "hand-over-parcel",
+        lambda: outside.hand_over_parcel(
+            order_id, booking["tracking"], idempotency_key=ctx.idempotency_key("hand-over-parcel")
+        ),
+    )
     return {"tracking": booking["tracking"]}
 
 
@@ -99,7 +122,14 @@ def nightly_report(ctx, options):
     # The clock is read inside a step: a replay reports on the same window.
     until = ctx.step("pick-window", lambda: timezone.now().isoformat(timespec="seconds"))
     totals = ctx.step("compute-totals", lambda: reports.totals(until, hours=24))
-    ctx.step("email-report", lambda: outside.send_email(
-        options["to"], "nightly-report", f"report until {until}", totals,
-        idempotency_key=ctx.idempotency_key("email-report")))
+    ctx.step(
+        "email-report",
+        lambda: outside.send_email(
+            options["to"],
+            "nightly-report",
+            f"report until {until}",
+            totals,
+            idempotency_key=ctx.idempotency_key("email-report"),
+        ),
+    )
     return {"until": until, **totals}

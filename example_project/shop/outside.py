@@ -25,8 +25,13 @@ def _perform(service: str, action: str, subject: str, idempotency_key: str, deta
     # get_or_create survives a concurrent insert of the same key: the loser reads the winner.
     entry, _created = LedgerEntry.objects.get_or_create(
         idempotency_key=idempotency_key,
-        defaults={"service": service, "action": action, "subject": subject, "details": details,
-                  "result": make_result()},
+        defaults={
+            "service": service,
+            "action": action,
+            "subject": subject,
+            "details": details,
+            "result": make_result(),
+        },
     )
     return entry.result
 
@@ -38,7 +43,11 @@ def charge_card(order_id: int, amount_cents: int, *, idempotency_key: str) -> di
         ``{"charge_id": ..., "amount_cents": ...}``, the same for every request with this key.
     """
     result = _perform(
-        "payments", "charge card", f"order {order_id}", idempotency_key, {"amount_cents": amount_cents},
+        "payments",
+        "charge card",
+        f"order {order_id}",
+        idempotency_key,
+        {"amount_cents": amount_cents},
         lambda: {"charge_id": f"ch_{uuid.uuid4().hex[:16]}", "amount_cents": amount_cents},
     )
     # The charge is made; the answer is slow to come back. A worker that dies
@@ -50,7 +59,11 @@ def charge_card(order_id: int, amount_cents: int, *, idempotency_key: str) -> di
 def refund(order_id: int, charge_id: str, *, idempotency_key: str) -> dict:
     """Refund a charge in full."""
     return _perform(
-        "payments", "refund", f"order {order_id}", idempotency_key, {"charge_id": charge_id},
+        "payments",
+        "refund",
+        f"order {order_id}",
+        idempotency_key,
+        {"charge_id": charge_id},
         lambda: {"refund_id": f"re_{uuid.uuid4().hex[:16]}"},
     )
 
@@ -58,7 +71,11 @@ def refund(order_id: int, charge_id: str, *, idempotency_key: str) -> dict:
 def reserve_stock(order_id: int, items: list, *, idempotency_key: str) -> dict:
     """Set the order's items aside in the warehouse."""
     return _perform(
-        "warehouse", "reserve stock", f"order {order_id}", idempotency_key, {"items": items},
+        "warehouse",
+        "reserve stock",
+        f"order {order_id}",
+        idempotency_key,
+        {"items": items},
         lambda: {"reservation": f"rs_{uuid.uuid4().hex[:12]}"},
     )
 
@@ -66,7 +83,11 @@ def reserve_stock(order_id: int, items: list, *, idempotency_key: str) -> dict:
 def release_stock(order_id: int, reservation: str, *, idempotency_key: str) -> dict:
     """Put reserved items back on the shelf."""
     return _perform(
-        "warehouse", "release stock", f"order {order_id}", idempotency_key, {"reservation": reservation},
+        "warehouse",
+        "release stock",
+        f"order {order_id}",
+        idempotency_key,
+        {"reservation": reservation},
         lambda: {"released": reservation},
     )
 
@@ -74,7 +95,11 @@ def release_stock(order_id: int, reservation: str, *, idempotency_key: str) -> d
 def book_carrier(order_id: int, *, idempotency_key: str) -> dict:
     """Book a parcel with the carrier; the tracking number is the carrier's choice."""
     return _perform(
-        "carrier", "book parcel", f"order {order_id}", idempotency_key, {},
+        "carrier",
+        "book parcel",
+        f"order {order_id}",
+        idempotency_key,
+        {},
         lambda: {"tracking": f"TRK{uuid.uuid4().int % 10**10:010d}"},
     )
 
@@ -82,7 +107,11 @@ def book_carrier(order_id: int, *, idempotency_key: str) -> dict:
 def hand_over_parcel(order_id: int, tracking: str, *, idempotency_key: str) -> dict:
     """The warehouse hands the packed parcel to the carrier."""
     return _perform(
-        "warehouse", "hand over parcel", f"order {order_id}", idempotency_key, {"tracking": tracking},
+        "warehouse",
+        "hand over parcel",
+        f"order {order_id}",
+        idempotency_key,
+        {"tracking": tracking},
         lambda: {"handed_over": tracking},
     )
 
@@ -90,6 +119,10 @@ def hand_over_parcel(order_id: int, tracking: str, *, idempotency_key: str) -> d
 def send_email(to: str, template: str, subject: str, context: dict, *, idempotency_key: str) -> dict:
     """Send one email built from ``template``; ``subject`` says what it is about (e.g. "order 12")."""
     return _perform(
-        "mailer", f"email {template}", subject, idempotency_key, {"to": to, "context": context},
+        "mailer",
+        f"email {template}",
+        subject,
+        idempotency_key,
+        {"to": to, "context": context},
         lambda: {"message_id": f"<{uuid.uuid4().hex}@shop.example>"},
     )

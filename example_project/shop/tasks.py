@@ -24,6 +24,9 @@ def send_order_confirmation(order_id: int) -> dict:
     """
     order = Order.objects.get(pk=order_id)
     return outside.send_email(
-        order.email, "order-confirmation", f"order {order_id}", {"total_cents": order.total_cents},
+        order.email,
+        "order-confirmation",
+        f"order {order_id}",
+        {"total_cents": order.total_cents},
         idempotency_key=f"order-{order_id}-confirmation",
     )

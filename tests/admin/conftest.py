@@ -9,8 +9,8 @@ from django.test import Client
 
 from durable_django import api
 from durable_django.testing import run_until_idle
-from tests.store.factories import claim
 from tests.helpers import wait_until
+from tests.store.factories import claim
 
 TENANT = "6f1c1d8e-5a7b-4c1e-9d8a-2b3c4d5e6f70"
 
@@ -21,8 +21,9 @@ def staff_client(db):
 
     def make(*codenames: str) -> Client:
         user = User.objects.create_user(f"staff-{uuid.uuid4().hex[:8]}", password="pw", is_staff=True)
-        user.user_permissions.set(Permission.objects.filter(content_type__app_label="durable_django",
-                                                            codename__in=codenames))
+        user.user_permissions.set(
+            Permission.objects.filter(content_type__app_label="durable_django", codename__in=codenames)
+        )
         assert user.user_permissions.count() == len(codenames)
         client = Client()
         client.force_login(user)
@@ -64,19 +65,47 @@ def example_runs(transactional_db) -> ExampleRuns:
     parent = api.enqueue("tests.parent", {"child": {"wait_signal": True}}).run_id
     keyed = api.enqueue("tests.noop", {"k": 1}, idempotency_key="order-1").run_id
     tenant_keyed = api.enqueue("tests.noop", {"k": 2}, coalesce_key="order-1", tenant_id=TENANT).run_id
-    run_until_idle(functions=["tests.two_steps", "tests.always_fails", "tests.signal_waiter", "tests.parent",
-                              "tests.child", "tests.noop"])
-    wait_until(lambda: run_until_idle(functions=["tests.always_fails"]) == 0 and status_of(failed) == "failed",
-               timeout=30, message="the failing run to use up its retries")
+    run_until_idle(
+        functions=[
+            "tests.two_steps",
+            "tests.always_fails",
+            "tests.signal_waiter",
+            "tests.parent",
+            "tests.child",
+            "tests.noop",
+        ]
+    )
+    wait_until(
+        lambda: run_until_idle(functions=["tests.always_fails"]) == 0 and status_of(failed) == "failed",
+        timeout=30,
+        message="the failing run to use up its retries",
+    )
     child_id = api.list_runs(name="tests.child").items[0].run_id
     pending = api.enqueue("tests.quick_then_done", {"later": True}).run_id
     running = api.enqueue("tests.slow", {"seconds": 1}).run_id
     assert claim_now("tests.slow") == running
-    runs = ExampleRuns(succeeded=succeeded, failed=failed, waiting=waiting, pending=pending, running=running,
-                       parent=parent, child=child_id, keyed=keyed, tenant_keyed=tenant_keyed)
-    expected = {"succeeded": "succeeded", "failed": "failed", "waiting": "waiting", "pending": "pending",
-                "running": "running", "parent": "waiting", "child": "waiting", "keyed": "succeeded",
-                "tenant_keyed": "succeeded"}
+    runs = ExampleRuns(
+        succeeded=succeeded,
+        failed=failed,
+        waiting=waiting,
+        pending=pending,
+        running=running,
+        parent=parent,
+        child=child_id,
+        keyed=keyed,
+        tenant_keyed=tenant_keyed,
+    )
+    expected = {
+        "succeeded": "succeeded",
+        "failed": "failed",
+        "waiting": "waiting",
+        "pending": "pending",
+        "running": "running",
+        "parent": "waiting",
+        "child": "waiting",
+        "keyed": "succeeded",
+        "tenant_keyed": "succeeded",
+    }
     assert {field: status_of(getattr(runs, field)) for field in expected} == expected
     return runs
 

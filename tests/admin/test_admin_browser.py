@@ -23,8 +23,15 @@ from tests.helpers import ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 # Generous against a shared two-core machine; a page normally answers in well under a second.
 TIMEOUT_MS = 30_000
 
@@ -86,8 +93,7 @@ def shoot(tmp_path):
 
 
 def row_ids(tab) -> list[str]:
-    return tab.locator("#result_list input[name=_selected_action]").evaluate_all(
-        "boxes => boxes.map(box => box.value)")
+    return tab.locator("#result_list input[name=_selected_action]").evaluate_all("boxes => boxes.map(box => box.value)")
 
 
 def test_filter_open_a_run_see_its_steps_and_cancel_it(example_runs, page, shoot):

@@ -87,24 +87,37 @@ def test_the_runs_listing_estimates_its_count_on_the_durable_alias(durable_elsew
 @pytest.mark.django_db(transaction=True, databases=["default", ALIAS])
 def test_the_schedules_admin_reads_and_writes_on_the_durable_alias(durable_elsewhere, admin_client):
     with nothing_durable_on_default():
-        added = admin_client.post(f"{SCHEDULES}add/", {"key": "nightly", "name": "tests.noop",
-                                                       "cron": "30 2 * * *", "tz": "UTC", "input": '{"report": 1}',
-                                                       "enabled": "on"})
+        added = admin_client.post(
+            f"{SCHEDULES}add/",
+            {
+                "key": "nightly",
+                "name": "tests.noop",
+                "cron": "30 2 * * *",
+                "tz": "UTC",
+                "input": '{"report": 1}',
+                "enabled": "on",
+            },
+        )
         assert added.status_code == 302
-        again = admin_client.post(f"{SCHEDULES}add/", {"key": "nightly", "name": "tests.noop", "cron": "* * * * *",
-                                                       "tz": "UTC", "input": "", "enabled": "on"})
+        again = admin_client.post(
+            f"{SCHEDULES}add/",
+            {"key": "nightly", "name": "tests.noop", "cron": "* * * * *", "tz": "UTC", "input": "", "enabled": "on"},
+        )
         assert "already exists" in again.context["adminform"].form.errors["key"][0]
         assert admin_client.get(SCHEDULES, {"q": "nightly"}).context["cl"].result_count == 1
-        changed = admin_client.post(schedule_url(":nightly"), {"name": "tests.noop", "cron": "0 6 * * *",
-                                                               "tz": "UTC", "input": '{"report": 2}', "enabled": "on"})
+        changed = admin_client.post(
+            schedule_url(":nightly"),
+            {"name": "tests.noop", "cron": "0 6 * * *", "tz": "UTC", "input": '{"report": 2}', "enabled": "on"},
+        )
         assert changed.status_code == 302
         stored = schedules_api.get_schedule("nightly")
         assert (stored.cron, stored.input) == ("0 6 * * *", {"report": 2})
         fired = admin_client.post(schedule_url(":nightly", "fire/"), {"confirm": "yes"})
         [run] = api.list_runs(name="tests.noop").items
         assert fired.url == run_url(run.run_id) and run.input == {"report": 2}
-        admin_client.post(SCHEDULES, {"action": "disable_schedules", "_selected_action": [":nightly"],
-                                      "index": "0", "confirm": "yes"})
+        admin_client.post(
+            SCHEDULES, {"action": "disable_schedules", "_selected_action": [":nightly"], "index": "0", "confirm": "yes"}
+        )
         assert not schedules_api.get_schedule("nightly").enabled
         assert admin_client.post(schedule_url(":nightly", "delete/"), {"post": "yes"}).status_code == 302
     assert schedules_api.get_schedule("nightly") is None

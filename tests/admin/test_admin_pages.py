@@ -41,7 +41,7 @@ def listed_run_ids(response) -> list[str]:
 
 def rows_html(response) -> str:
     html = response.content.decode()
-    return html[html.index('id="result_list"'):]
+    return html[html.index('id="result_list"') :]
 
 
 def bulk(client, action, run_ids, **extra):
@@ -93,15 +93,18 @@ def test_overview_counts_are_capped_and_say_so(example_runs):
     assert not overview_store.overview().last_day.capped
 
 
-@pytest.mark.parametrize("query, expected", [
-    ("status=failed", ["failed"]),
-    ("status=waiting", ["waiting", "parent", "child"]),
-    ("function=tests.noop", ["keyed", "tenant_keyed"]),
-    (f"tenant={TENANT}", ["tenant_keyed"]),
-    ("tenant=none&function=tests.noop", ["keyed"]),
-    ("parent=PARENT", ["child"]),
-    ("status=succeeded&function=tests.two_steps", ["succeeded"]),
-])
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ("status=failed", ["failed"]),
+        ("status=waiting", ["waiting", "parent", "child"]),
+        ("function=tests.noop", ["keyed", "tenant_keyed"]),
+        (f"tenant={TENANT}", ["tenant_keyed"]),
+        ("tenant=none&function=tests.noop", ["keyed"]),
+        ("parent=PARENT", ["child"]),
+        ("status=succeeded&function=tests.two_steps", ["succeeded"]),
+    ],
+)
 def test_filters_narrow_the_listing(example_runs, admin_client, query, expected):
     query = query.replace("PARENT", example_runs.parent)
     response = admin_client.get(f"{RUNS}?{query}")
@@ -133,14 +136,17 @@ def test_a_malformed_tenant_filter_is_refused_not_crashed(example_runs, admin_cl
     assert response.status_code == 302 and response.url.endswith("?e=1")
 
 
-@pytest.mark.parametrize("term, expected", [
-    ("RUN", ["succeeded"]),
-    ("order-1", ["keyed", "tenant_keyed"]),  # idempotency key untagged, coalesce key under TENANT
-    (":order-1", ["keyed"]),  # the stored form is found too
-    (f"{TENANT}:order-1", ["tenant_keyed"]),
-    ("order", []),  # exact match only
-    ("order-1 ", ["keyed", "tenant_keyed"]),
-])
+@pytest.mark.parametrize(
+    "term, expected",
+    [
+        ("RUN", ["succeeded"]),
+        ("order-1", ["keyed", "tenant_keyed"]),  # idempotency key untagged, coalesce key under TENANT
+        (":order-1", ["keyed"]),  # the stored form is found too
+        (f"{TENANT}:order-1", ["tenant_keyed"]),
+        ("order", []),  # exact match only
+        ("order-1 ", ["keyed", "tenant_keyed"]),
+    ],
+)
 def test_search_is_exact_by_run_id_and_keys_as_passed(example_runs, admin_client, term, expected):
     term = term.replace("RUN", example_runs.succeeded)
     response = admin_client.get(RUNS, {"q": term})
@@ -173,11 +179,11 @@ def test_run_page_shows_input_output_timeline_and_the_journal_in_order(example_r
     response = admin_client.get(run_url(example_runs.succeeded))
     assert response.status_code == 200
     html = response.content.decode()
-    journal = html[html.index('id="durable-journal"'):]
+    journal = html[html.index('id="durable-journal"') :]
     assert journal.index('data-step-id="v1:first:0"') < journal.index('data-step-id="v1:second:0"')
     assert "&quot;one&quot;" in journal and "&quot;two&quot;" in journal
     assert '"second_sleep": 0' in html.replace("&quot;", '"')
-    output = html[html.index('id="durable-output"'):html.index('id="durable-tree"')]
+    output = html[html.index('id="durable-output"') : html.index('id="durable-tree"')]
     shown = re.search(r"<pre[^>]*>(.*?)</pre>", output, re.S).group(1)
     assert json.loads(shown.replace("&quot;", '"')) == ["one", "two"]
     timeline = [label for label, _, _ in response.context["timeline"]]
@@ -187,7 +193,7 @@ def test_run_page_shows_input_output_timeline_and_the_journal_in_order(example_r
 
 def test_run_page_shows_the_error_type_and_a_readable_traceback(example_runs, admin_client):
     html = admin_client.get(run_url(example_runs.failed)).content.decode()
-    error = html[html.index('id="durable-error"'):]
+    error = html[html.index('id="durable-error"') :]
     assert "<code>builtins.KeyError</code>" in error
     assert '<pre class="durable-traceback">Traceback (most recent call last):\n' in error
     assert "raise KeyError(&quot;broken on purpose&quot;)" in error
@@ -203,7 +209,7 @@ def test_run_page_links_parent_and_children(example_runs, admin_client):
     assert f"{RUNS}?parent={example_runs.parent}" in parent_html
     assert "spawn-child" in parent_html
     child_html = admin_client.get(run_url(example_runs.child)).content.decode()
-    tree = child_html[child_html.index('id="durable-tree"'):]
+    tree = child_html[child_html.index('id="durable-tree"') :]
     assert f'href="{run_url(example_runs.parent)}"' in tree
 
 
@@ -240,8 +246,11 @@ def test_bulk_cancel_confirms_first_then_reports_each_outcome(example_runs, admi
     outcome = confirm_bulk(admin_client, "cancel_runs", chosen)
     assert outcome.status_code == 200
     labels = {target.pk: result.label for target, result in outcome.context["rows"]}
-    assert labels == {example_runs.waiting: "cancelled", example_runs.running: "requested",
-                      example_runs.succeeded: "refused"}
+    assert labels == {
+        example_runs.waiting: "cancelled",
+        example_runs.running: "requested",
+        example_runs.succeeded: "refused",
+    }
     html = outcome.content.decode()
     for run_id in chosen:
         assert f'data-target="{run_id}"' in html
@@ -271,19 +280,19 @@ def test_the_cancel_button_on_a_run_confirms_and_reports(example_runs, admin_cli
     assert confirmation.status_code == 200 and status_of(example_runs.parent) == "waiting"
     response = admin_client.post(run_url(example_runs.parent, "cancel/"), {"confirm": "yes"}, follow=True)
     assert response.redirect_chain[-1][0] == run_url(example_runs.parent)
-    assert "Cancel: cancelled" in [str(message) for message in response.context["messages"]][0]
+    assert "Cancel: cancelled" in next(str(message) for message in response.context["messages"])
     # The cascade cancelled the child too.
     assert status_of(example_runs.parent) == "cancelled" and status_of(example_runs.child) == "cancelled"
 
 
 def test_no_cancel_button_on_a_finished_run(example_runs, admin_client):
     page = admin_client.get(run_url(example_runs.succeeded)).content.decode()
-    assert 'durable-operation-cancel' not in page and "durable-operation-retry" in page
+    assert "durable-operation-cancel" not in page and "durable-operation-retry" in page
 
 
 def test_resume_puts_a_failed_run_back_to_pending_with_its_journal(example_runs, admin_client):
     response = admin_client.post(run_url(example_runs.failed, "resume/"), {"confirm": "yes"}, follow=True)
-    assert "Resume: resumed" in str(list(response.context["messages"])[0])
+    assert "Resume: resumed" in str(next(iter(response.context["messages"])))
     run = api.get_run(example_runs.failed)
     assert run.status == "pending" and run.error is None
 
@@ -304,7 +313,13 @@ def test_retry_enqueues_a_new_run_with_the_same_input(example_runs, admin_client
     original, new = api.get_run(example_runs.tenant_keyed), api.get_run(new_id)
     assert new.run_id != original.run_id and new.status == "pending"
     assert (new.name, new.version, new.input, new.tenant_id, new.queue, new.priority) == (
-        original.name, original.version, original.input, original.tenant_id, "reports", 7)
+        original.name,
+        original.version,
+        original.input,
+        original.tenant_id,
+        "reports",
+        7,
+    )
     assert new.coalesce_key is None and new.idempotency_key is None
 
 
@@ -321,9 +336,10 @@ def test_signal_form_is_prefilled_validates_json_and_wakes_the_run(example_runs,
     invalid = admin_client.post(url, {"confirm": "yes", "signal": "approval", "occurrence": "0", "value": "{nope"})
     assert invalid.status_code == 200 and "not valid JSON" in invalid.content.decode()
     assert status_of(example_runs.waiting) == "waiting"
-    response = admin_client.post(url, {"confirm": "yes", "signal": "approval", "occurrence": "0",
-                                       "value": '{"ok": true}'}, follow=True)
-    assert "Send a signal: signal stored" in str(list(response.context["messages"])[0])
+    response = admin_client.post(
+        url, {"confirm": "yes", "signal": "approval", "occurrence": "0", "value": '{"ok": true}'}, follow=True
+    )
+    assert "Send a signal: signal stored" in str(next(iter(response.context["messages"])))
     assert status_of(example_runs.waiting) == "pending"
     run_until_idle(functions=["tests.signal_waiter"])
     assert api.get_run(example_runs.waiting).output == {"approval": {"ok": True}}
@@ -331,8 +347,9 @@ def test_signal_form_is_prefilled_validates_json_and_wakes_the_run(example_runs,
 
 def test_a_second_signal_reports_the_value_already_kept(example_runs, admin_client):
     api.emit_signal(example_runs.waiting, "approval", "first")
-    outcome = confirm_bulk(admin_client, "signal_runs", [example_runs.waiting],
-                           signal="approval", occurrence="0", value='"second"')
+    outcome = confirm_bulk(
+        admin_client, "signal_runs", [example_runs.waiting], signal="approval", occurrence="0", value='"second"'
+    )
     [(_, result)] = outcome.context["rows"]
     assert result.label == "already sent" and '"first"' in result.detail
 
@@ -429,23 +446,48 @@ def test_a_stored_zone_that_names_a_folder_still_lists_and_shows_the_schedule(ni
 
 
 def test_adding_a_schedule_validates_cron_and_zone_and_writes_nothing_when_invalid(admin_client, transactional_db):
-    bad = admin_client.post(f"{SCHEDULES}add/", {"key": "hourly", "name": "tests.noop", "cron": "61 * * * *",
-                                                 "tz": "Mars/Olympus", "input": "", "enabled": "on"})
+    bad = admin_client.post(
+        f"{SCHEDULES}add/",
+        {
+            "key": "hourly",
+            "name": "tests.noop",
+            "cron": "61 * * * *",
+            "tz": "Mars/Olympus",
+            "input": "",
+            "enabled": "on",
+        },
+    )
     assert bad.status_code == 200
     errors = bad.context["adminform"].form.errors
     assert "unknown time zone" in errors["tz"][0] and "invalid cron expression" in errors["cron"][0]
-    never = admin_client.post(f"{SCHEDULES}add/", {"key": "hourly", "name": "tests.noop", "cron": "0 0 30 2 *",
-                                                   "tz": "UTC", "input": "", "enabled": "on"})
+    never = admin_client.post(
+        f"{SCHEDULES}add/",
+        {"key": "hourly", "name": "tests.noop", "cron": "0 0 30 2 *", "tz": "UTC", "input": "", "enabled": "on"},
+    )
     assert "cron" in never.context["adminform"].form.errors
     assert not Schedule.objects.exists()
 
-    good = admin_client.post(f"{SCHEDULES}add/", {"key": "hourly", "tenant": TENANT, "name": "tests.noop",
-                                                  "cron": "0  *  * * *", "tz": "Asia/Tokyo", "input": '{"a": 1}',
-                                                  "enabled": "on"})
+    good = admin_client.post(
+        f"{SCHEDULES}add/",
+        {
+            "key": "hourly",
+            "tenant": TENANT,
+            "name": "tests.noop",
+            "cron": "0  *  * * *",
+            "tz": "Asia/Tokyo",
+            "input": '{"a": 1}',
+            "enabled": "on",
+        },
+    )
     assert good.status_code == 302
     stored = schedules_api.get_schedule("hourly", tenant_id=TENANT)
     assert (stored.name, stored.cron, stored.tz, stored.input, stored.enabled) == (
-        "tests.noop", "0 * * * *", "Asia/Tokyo", {"a": 1}, True)
+        "tests.noop",
+        "0 * * * *",
+        "Asia/Tokyo",
+        {"a": 1},
+        True,
+    )
 
 
 @pytest.mark.parametrize("source", ["api", "settings"])
@@ -453,14 +495,33 @@ def test_adding_an_existing_schedule_id_is_refused_and_writes_nothing(nightly, s
     sql("UPDATE durable_schedule SET source = %s WHERE schedule_id = ':nightly'", [source])
     before = sql("SELECT * FROM durable_schedule")
     adder = staff_client("view_schedule", "add_schedule")
-    response = adder.post(f"{SCHEDULES}add/", {"key": "nightly", "name": "tests.noop", "cron": "* * * * *",
-                                               "tz": "UTC", "input": '{"report": "replaced"}', "enabled": "on"})
+    response = adder.post(
+        f"{SCHEDULES}add/",
+        {
+            "key": "nightly",
+            "name": "tests.noop",
+            "cron": "* * * * *",
+            "tz": "UTC",
+            "input": '{"report": "replaced"}',
+            "enabled": "on",
+        },
+    )
     assert response.status_code == 200
     assert "already exists in this tenant" in response.context["adminform"].form.errors["key"][0]
     assert sql("SELECT * FROM durable_schedule") == before
     # The same id in another tenant is another schedule.
-    other = adder.post(f"{SCHEDULES}add/", {"key": "nightly", "tenant": TENANT, "name": "tests.noop",
-                                            "cron": "* * * * *", "tz": "UTC", "input": "", "enabled": "on"})
+    other = adder.post(
+        f"{SCHEDULES}add/",
+        {
+            "key": "nightly",
+            "tenant": TENANT,
+            "name": "tests.noop",
+            "cron": "* * * * *",
+            "tz": "UTC",
+            "input": "",
+            "enabled": "on",
+        },
+    )
     assert other.status_code == 302 and schedules_api.get_schedule("nightly", tenant_id=TENANT).cron == "* * * * *"
     assert sql("SELECT * FROM durable_schedule WHERE schedule_id = ':nightly'") == before
 
@@ -471,9 +532,19 @@ def test_an_add_racing_another_add_of_the_same_id_writes_nothing(admin_client):
 
     def add_from_the_admin():
         try:
-            responses.append(admin_client.post(f"{SCHEDULES}add/", {
-                "key": "nightly", "name": "tests.noop", "cron": "* * * * *", "tz": "UTC", "input": "",
-                "enabled": "on"}))
+            responses.append(
+                admin_client.post(
+                    f"{SCHEDULES}add/",
+                    {
+                        "key": "nightly",
+                        "name": "tests.noop",
+                        "cron": "* * * * *",
+                        "tz": "UTC",
+                        "input": "",
+                        "enabled": "on",
+                    },
+                )
+            )
         finally:
             db_connections.close_all()
 
@@ -482,10 +553,17 @@ def test_an_add_racing_another_add_of_the_same_id_writes_nothing(admin_client):
         adder = threading.Thread(target=add_from_the_admin)
         adder.start()
         # The admin's validation saw no such schedule; its insert now waits for this transaction.
-        wait_until(lambda: sql("SELECT pg_stat_clear_snapshot()") is not None and sql(
-                       "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                       "AND query LIKE '%%INSERT INTO durable_schedule%%'")[0][0] == 1,
-                   message="the admin's insert to wait for the uncommitted schedule")
+        wait_until(
+            lambda: (
+                sql("SELECT pg_stat_clear_snapshot()") is not None
+                and sql(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND query LIKE '%%INSERT INTO durable_schedule%%'"
+                )[0][0]
+                == 1
+            ),
+            message="the admin's insert to wait for the uncommitted schedule",
+        )
     adder.join(timeout=30)
     [response] = responses
     assert response.status_code == 302 and response.url == f"{SCHEDULES}add/"
@@ -498,8 +576,17 @@ def test_changing_a_schedule_goes_through_the_api_and_keeps_its_identity(nightly
     url = schedule_url(":nightly")
     form = admin_client.get(url).context["adminform"].form
     assert form.initial["key"] == "nightly" and form.fields["key"].disabled
-    response = admin_client.post(url, {"key": "renamed", "name": "tests.noop", "cron": "0 6 * * *",
-                                       "tz": "Europe/Berlin", "input": '{"report": 2}', "enabled": "on"})
+    response = admin_client.post(
+        url,
+        {
+            "key": "renamed",
+            "name": "tests.noop",
+            "cron": "0 6 * * *",
+            "tz": "Europe/Berlin",
+            "input": '{"report": 2}',
+            "enabled": "on",
+        },
+    )
     assert response.status_code == 302
     stored = schedules_api.get_schedule("nightly")
     assert stored.cron == "0 6 * * *" and stored.input == {"report": 2}
@@ -510,8 +597,10 @@ def test_changing_a_schedule_goes_through_the_api_and_keeps_its_identity(nightly
 def test_editing_a_schedule_of_a_function_this_process_lacks_is_a_form_error(nightly, admin_client):
     sql("UPDATE durable_schedule SET name = 'elsewhere.report' WHERE schedule_id = ':nightly'")
     before = sql("SELECT * FROM durable_schedule")
-    response = admin_client.post(schedule_url(":nightly"), {"name": "elsewhere.report", "cron": "0 6 * * *",
-                                                            "tz": "UTC", "input": "", "enabled": "on"})
+    response = admin_client.post(
+        schedule_url(":nightly"),
+        {"name": "elsewhere.report", "cron": "0 6 * * *", "tz": "UTC", "input": "", "enabled": "on"},
+    )
     assert response.status_code == 200
     error = response.context["adminform"].form.errors["name"][0]
     assert "No function 'elsewhere.report' is registered in this web process" in error
@@ -519,17 +608,21 @@ def test_editing_a_schedule_of_a_function_this_process_lacks_is_a_form_error(nig
 
 
 def test_enable_disable_and_fire_now_are_confirmed_actions(nightly, admin_client):
-    confirmation = admin_client.post(SCHEDULES, {"action": "disable_schedules", "_selected_action": [":nightly"],
-                                                 "index": "0"})
+    confirmation = admin_client.post(
+        SCHEDULES, {"action": "disable_schedules", "_selected_action": [":nightly"], "index": "0"}
+    )
     assert confirmation.status_code == 200 and schedules_api.get_schedule("nightly").enabled
-    admin_client.post(SCHEDULES, {"action": "disable_schedules", "_selected_action": [":nightly"], "index": "0",
-                                  "confirm": "yes"})
+    admin_client.post(
+        SCHEDULES, {"action": "disable_schedules", "_selected_action": [":nightly"], "index": "0", "confirm": "yes"}
+    )
     assert not schedules_api.get_schedule("nightly").enabled
-    admin_client.post(SCHEDULES, {"action": "enable_schedules", "_selected_action": [":nightly"], "index": "0",
-                                  "confirm": "yes"})
+    admin_client.post(
+        SCHEDULES, {"action": "enable_schedules", "_selected_action": [":nightly"], "index": "0", "confirm": "yes"}
+    )
     assert schedules_api.get_schedule("nightly").enabled
-    fired = admin_client.post(SCHEDULES, {"action": "fire_schedules", "_selected_action": [":nightly"],
-                                          "index": "0", "confirm": "yes"})
+    fired = admin_client.post(
+        SCHEDULES, {"action": "fire_schedules", "_selected_action": [":nightly"], "index": "0", "confirm": "yes"}
+    )
     [(_, result)] = fired.context["rows"]
     assert result.label == "fired" and api.get_run(result.new_run_id).input == {"report": 1}
 
@@ -552,12 +645,18 @@ def test_deleting_a_schedule_unschedules_it(nightly, admin_client):
 def test_schedule_operations_need_their_permissions(nightly, staff_client):
     viewer = staff_client("view_schedule")
     assert viewer.get(SCHEDULES).context["action_form"] is None
-    viewer.post(SCHEDULES, {"action": "disable_schedules", "_selected_action": [":nightly"], "index": "0",
-                            "confirm": "yes"})
+    viewer.post(
+        SCHEDULES, {"action": "disable_schedules", "_selected_action": [":nightly"], "index": "0", "confirm": "yes"}
+    )
     assert schedules_api.get_schedule("nightly").enabled
     assert viewer.post(schedule_url(":nightly", "fire/"), {"confirm": "yes"}).status_code == 403
-    assert viewer.post(schedule_url(":nightly"), {"key": "nightly", "name": "tests.noop", "cron": "* * * * *",
-                                                  "tz": "UTC", "enabled": "on"}).status_code == 403
+    assert (
+        viewer.post(
+            schedule_url(":nightly"),
+            {"key": "nightly", "name": "tests.noop", "cron": "* * * * *", "tz": "UTC", "enabled": "on"},
+        ).status_code
+        == 403
+    )
     assert not api.list_runs().items and schedules_api.get_schedule("nightly").cron == "30 2 * * *"
 
     changer = staff_client("view_schedule", "change_schedule")
@@ -574,17 +673,20 @@ def test_a_settings_schedule_can_be_disabled_but_not_edited(nightly, admin_clien
     page = admin_client.get(schedule_url(":nightly")).content.decode()
     assert 'name="_save"' not in page
     assert admin_client.post(schedule_url(":nightly", "delete/"), {"post": "yes"}).status_code == 403
-    admin_client.post(SCHEDULES, {"action": "disable_schedules", "_selected_action": [":nightly"], "index": "0",
-                                  "confirm": "yes"})
+    admin_client.post(
+        SCHEDULES, {"action": "disable_schedules", "_selected_action": [":nightly"], "index": "0", "confirm": "yes"}
+    )
     assert not schedules_api.get_schedule("nightly").enabled
 
 
 def test_an_action_over_too_many_runs_is_refused_whole(example_runs, admin_client):
     from durable_django.admin.operations import MAX_ACTION_TARGETS
 
-    sql("""INSERT INTO durable_run (run_id, name, status, retry_policy, created_at, updated_at)
+    sql(
+        """INSERT INTO durable_run (run_id, name, status, retry_policy, created_at, updated_at)
            SELECT 'many-' || i, 'tests.noop', 'pending', '{}', now(), now() FROM generate_series(1, %s) i""",
-        [MAX_ACTION_TARGETS])
+        [MAX_ACTION_TARGETS],
+    )
     response = bulk(admin_client, "cancel_runs", [example_runs.waiting], select_across="1", confirm="yes")
     assert response.status_code == 302
     messages = [str(message) for message in admin_client.get(RUNS).context["messages"]]
@@ -595,8 +697,9 @@ def test_an_action_over_too_many_runs_is_refused_whole(example_runs, admin_clien
 # -- NUL characters --------------------------------------------------------
 # PostgreSQL text cannot hold NUL: a value with one names nothing, and must never reach the database.
 
-NUL_OBJECT_URLS = [f"{RUNS}%00/{suffix}" for suffix in ("change/", "history/", "delete/", "cancel/", "resume/",
-                                                         "retry/", "signal/")]
+NUL_OBJECT_URLS = [
+    f"{RUNS}%00/{suffix}" for suffix in ("change/", "history/", "delete/", "cancel/", "resume/", "retry/", "signal/")
+]
 NUL_OBJECT_URLS += [f"{RUNS}RUN%00/change/", f"{RUNS}RUN%00/cancel/"]
 NUL_OBJECT_URLS += [f"{SCHEDULES}%00/{suffix}" for suffix in ("change/", "history/", "delete/", "fire/")]
 
@@ -606,8 +709,19 @@ def pending_run(transactional_db) -> str:
     return api.enqueue("tests.noop", {"nul": "tests"}).run_id
 
 
-NUL_LOOKUPS = [(RUNS, query) for query in ("parent=%00", "parent=RUN%00", "tenant=%00", "function=tests.noop%00",
-                                            "status__exact=%00", "q=%00", "q=RUN%00", "status__exact=failed&p=%00")]
+NUL_LOOKUPS = [
+    (RUNS, query)
+    for query in (
+        "parent=%00",
+        "parent=RUN%00",
+        "tenant=%00",
+        "function=tests.noop%00",
+        "status__exact=%00",
+        "q=%00",
+        "q=RUN%00",
+        "status__exact=failed&p=%00",
+    )
+]
 NUL_LOOKUPS += [(SCHEDULES, query) for query in ("function=%00", "source__exact=%00", "q=nightly%00")]
 
 
@@ -634,11 +748,14 @@ def test_a_nul_in_a_selection_is_an_invalid_lookup_and_changes_nothing(pending_r
 
 @pytest.mark.parametrize("value", ['"\\u0000"', '{"a": ["ok", "b\\u0000"]}', '{"k\\u0000": 1}'])
 def test_a_nul_in_a_json_form_value_is_a_form_error(pending_run, admin_client, value):
-    signal = admin_client.post(run_url(pending_run, "signal/"),
-                               {"confirm": "yes", "signal": "approval", "occurrence": "0", "value": value})
+    signal = admin_client.post(
+        run_url(pending_run, "signal/"), {"confirm": "yes", "signal": "approval", "occurrence": "0", "value": value}
+    )
     assert signal.status_code == 200 and signal.context["form"].errors["value"]
     assert not sql("SELECT * FROM durable_signal")
-    added = admin_client.post(f"{SCHEDULES}add/", {"key": "nul", "name": "tests.noop", "cron": "* * * * *",
-                                                  "tz": "UTC", "input": value, "enabled": "on"})
+    added = admin_client.post(
+        f"{SCHEDULES}add/",
+        {"key": "nul", "name": "tests.noop", "cron": "* * * * *", "tz": "UTC", "input": value, "enabled": "on"},
+    )
     assert added.status_code == 200 and added.context["adminform"].form.errors["input"]
     assert not Schedule.objects.exists()

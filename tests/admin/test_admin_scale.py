@@ -94,8 +94,12 @@ def nodes(plan: dict):
 def rows_read_from_runs(plan: dict) -> int:
     """Rows the executed plan read from durable_run: returned plus filtered out, over every loop."""
     return sum(
-        (node.get("Actual Rows", 0) + node.get("Rows Removed by Filter", 0)
-         + node.get("Rows Removed by Index Recheck", 0)) * node.get("Actual Loops", 1)
+        (
+            node.get("Actual Rows", 0)
+            + node.get("Rows Removed by Filter", 0)
+            + node.get("Rows Removed by Index Recheck", 0)
+        )
+        * node.get("Actual Loops", 1)
         for node in nodes(plan)
         if node.get("Relation Name") == "durable_run" and node["Node Type"] in SCANS
     )
@@ -109,8 +113,12 @@ def page_queries(client, url, django_assert_max_num_queries):
 
 
 def listing_query(queries: list[str]) -> str:
-    [query] = [q for q in queries if 'ORDER BY "durable_run"."created_at" DESC, "durable_run"."run_id" DESC' in q
-               and q.lstrip().startswith("SELECT")]
+    [query] = [
+        q
+        for q in queries
+        if 'ORDER BY "durable_run"."created_at" DESC, "durable_run"."run_id" DESC' in q
+        and q.lstrip().startswith("SELECT")
+    ]
     return query
 
 
@@ -142,8 +150,9 @@ def test_runs_admin_stays_bounded_on_a_million_runs(million_runs, admin_client, 
                 assert read <= MAX_ROWS_READ, (url, read, query)
         plan = analyze(listing_query(queries))
         # A search's few matches may be sorted; the table, or a filter's share of it, never is.
-        sorted_rows = [node["Plans"][0]["Actual Rows"] for node in nodes(plan)
-                       if node["Node Type"] in ("Sort", "Incremental Sort")]
+        sorted_rows = [
+            node["Plans"][0]["Actual Rows"] for node in nodes(plan) if node["Node Type"] in ("Sort", "Incremental Sort")
+        ]
         assert all(rows <= MAX_SORTED_ROWS for rows in sorted_rows), (url, sorted_rows)
         if "?" not in url or url.endswith("?p=2"):
             assert "durable_run_listing" in json.dumps(plan), plan
@@ -159,8 +168,9 @@ def test_runs_admin_stays_bounded_on_a_million_runs(million_runs, admin_client, 
     # The overview matches exact counts (the test's transaction fixes now()).
     summary = overview_store.overview()
     with connection.cursor() as cur:
-        cur.execute("SELECT status, count(*) FROM durable_run WHERE created_at >= now() - interval '1 hour' "
-                    "GROUP BY status")
+        cur.execute(
+            "SELECT status, count(*) FROM durable_run WHERE created_at >= now() - interval '1 hour' GROUP BY status"
+        )
         exact_hour = dict(cur.fetchall())
         cur.execute("SELECT count(*) FROM durable_run WHERE created_at >= now() - interval '1 day'")
         exact_day = cur.fetchone()[0]

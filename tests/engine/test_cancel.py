@@ -67,9 +67,11 @@ def test_a_run_whose_holder_died_is_landed_cancelled_by_recovery_without_its_bod
 def test_cancelling_a_parent_cancels_its_whole_tree():
     root = api.enqueue("tests.grandparent", {})
     run_until_idle()
-    tree = sql("WITH RECURSIVE t AS (SELECT run_id FROM durable_run WHERE run_id = %s UNION ALL "
-               "SELECT c.run_id FROM durable_run c JOIN t ON c.parent_run_id = t.run_id) SELECT run_id FROM t",
-               [root.run_id])
+    tree = sql(
+        "WITH RECURSIVE t AS (SELECT run_id FROM durable_run WHERE run_id = %s UNION ALL "
+        "SELECT c.run_id FROM durable_run c JOIN t ON c.parent_run_id = t.run_id) SELECT run_id FROM t",
+        [root.run_id],
+    )
     assert len(tree) == 3
     assert {api.get_run(run_id).status for (run_id,) in tree} == {"waiting"}
     assert api.cancel(root.run_id) == CancelOutcome.CANCELLED
@@ -110,7 +112,7 @@ def test_cancel_racing_completion_ends_in_exactly_one_terminal_state():
                 return complete(held, '{"v": 1}')
             return api.cancel(run.run_id)
 
-        completed, outcome = run_in_threads(2, racer)
+        _completed, outcome = run_in_threads(2, racer)
         final = api.get_run(run.run_id)
         assert not (final.status == "cancelled" and final.output is not None)
         assert not (final.status == "succeeded" and outcome == CancelOutcome.CANCELLED)

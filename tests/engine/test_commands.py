@@ -37,18 +37,21 @@ def test_signal_cancel_and_resume_commands():
     assert "pending" in call("durable_resume", blocked.run_id)
 
 
-@pytest.mark.parametrize("args", [
-    ("durable_enqueue", "tests.nobody"),
-    ("durable_enqueue", "tests.noop", "{not json"),
-    ("durable_cancel", str(uuid.uuid4())),
-    ("durable_resume", str(uuid.uuid4())),
-    ("durable_signal", str(uuid.uuid4()), "approval"),
-    ("durable_cancel", "x", "--tenant", "not-a-uuid"),
-    ("durable_purge", "--older-than", "soon"),
-    ("durable_purge", "--older-than", "99999999999d"),
-    ("durable_cancel", "run\x00id"),
-    ("durable_enqueue", "tests.noop", '{"text": "a\\u0000b"}'),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("durable_enqueue", "tests.nobody"),
+        ("durable_enqueue", "tests.noop", "{not json"),
+        ("durable_cancel", str(uuid.uuid4())),
+        ("durable_resume", str(uuid.uuid4())),
+        ("durable_signal", str(uuid.uuid4()), "approval"),
+        ("durable_cancel", "x", "--tenant", "not-a-uuid"),
+        ("durable_purge", "--older-than", "soon"),
+        ("durable_purge", "--older-than", "99999999999d"),
+        ("durable_cancel", "run\x00id"),
+        ("durable_enqueue", "tests.noop", '{"text": "a\\u0000b"}'),
+    ],
+)
 def test_bad_input_or_an_unknown_run_is_a_message_and_a_failure(args):
     with pytest.raises(CommandError):
         call(*args)

@@ -1,7 +1,5 @@
 """PostgreSQL cannot store NUL: the API refuses it, handlers' NULs fail their run clearly, nothing is poisoned."""
 
-import uuid
-
 import pytest
 
 from durable_django import api
@@ -21,23 +19,39 @@ def count_rows() -> tuple:
     return tuple(sql(f"SELECT count(*) FROM {table}")[0][0] for table in ("durable_run", "durable_signal"))
 
 
-@pytest.mark.parametrize("call", [
-    lambda: api.enqueue("tests.noop", {"text": f"a{NUL}b"}),
-    lambda: api.enqueue("tests.noop", {f"key{NUL}": 1}),
-    lambda: api.enqueue("tests.noop", [["deep", [f"{NUL}"]]]),
-    lambda: api.enqueue("tests.noop", {}, idempotency_key=f"k{NUL}"),
-    lambda: api.enqueue("tests.noop", {}, coalesce_key=f"c{NUL}"),
-    lambda: api.enqueue("tests.noop", {}, queue=f"q{NUL}"),
-    lambda: api.enqueue(f"tests.noop{NUL}", {}),
-    lambda: api.get_run(f"run{NUL}"),
-    lambda: api.cancel(f"run{NUL}"),
-    lambda: api.resume(f"run{NUL}"),
-    lambda: api.wait_for_result(f"run{NUL}", timeout=1),
-    lambda: api.list_runs(name=f"tests{NUL}"),
-], ids=["input", "input-key", "nested", "idempotency-key", "coalesce-key", "queue", "name", "get", "cancel",
-        "resume", "wait", "list"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: api.enqueue("tests.noop", {"text": f"a{NUL}b"}),
+        lambda: api.enqueue("tests.noop", {f"key{NUL}": 1}),
+        lambda: api.enqueue("tests.noop", [["deep", [f"{NUL}"]]]),
+        lambda: api.enqueue("tests.noop", {}, idempotency_key=f"k{NUL}"),
+        lambda: api.enqueue("tests.noop", {}, coalesce_key=f"c{NUL}"),
+        lambda: api.enqueue("tests.noop", {}, queue=f"q{NUL}"),
+        lambda: api.enqueue(f"tests.noop{NUL}", {}),
+        lambda: api.get_run(f"run{NUL}"),
+        lambda: api.cancel(f"run{NUL}"),
+        lambda: api.resume(f"run{NUL}"),
+        lambda: api.wait_for_result(f"run{NUL}", timeout=1),
+        lambda: api.list_runs(name=f"tests{NUL}"),
+    ],
+    ids=[
+        "input",
+        "input-key",
+        "nested",
+        "idempotency-key",
+        "coalesce-key",
+        "queue",
+        "name",
+        "get",
+        "cancel",
+        "resume",
+        "wait",
+        "list",
+    ],
+)
 def test_a_nul_anywhere_a_caller_passes_text_or_json_is_invalid_input_and_writes_nothing(call):
-    with pytest.raises(InvalidInput, match="NUL|invalid durable function name"):
+    with pytest.raises(InvalidInput, match=r"NUL|invalid durable function name"):
         call()
     assert count_rows() == (0, 0)
 
@@ -78,7 +92,10 @@ def test_a_step_result_holding_a_nul_fails_the_attempt_with_the_step_named():
 
 
 def test_an_exception_message_holding_a_nul_is_kept_with_a_replacement_character():
-    run = api.enqueue("tests.nul_error", {}, )
+    run = api.enqueue(
+        "tests.nul_error",
+        {},
+    )
     sql("UPDATE durable_run SET retry_policy = '{\"max_attempts\": 1}' WHERE run_id = %s", [run.run_id])
     run_until_idle()
     failed = api.get_run(run.run_id)
@@ -98,10 +115,13 @@ def test_a_batch_landing_the_database_refuses_lands_each_run_alone_and_fails_onl
         CREATE TRIGGER refuse_poison BEFORE UPDATE ON durable_run FOR EACH ROW EXECUTE FUNCTION refuse_poison();
     """)
     try:
-        attempts = lifecycle.claim(limit=5, start_now=5, worker_id="batch", bounds=lifecycle.claim_bounds(
-            functions=None, queues=None, tenant_id=None))
-        batch = [(attempt, '"poison"' if index == 2 else f'{{"n": {index}}}')
-                 for index, attempt in enumerate(attempts)]
+        attempts = lifecycle.claim(
+            limit=5,
+            start_now=5,
+            worker_id="batch",
+            bounds=lifecycle.claim_bounds(functions=None, queues=None, tenant_id=None),
+        )
+        batch = [(attempt, '"poison"' if index == 2 else f'{{"n": {index}}}') for index, attempt in enumerate(attempts)]
         report = lifecycle.land_successes(batch)
     finally:
         sql("DROP TRIGGER refuse_poison ON durable_run; DROP FUNCTION refuse_poison()")

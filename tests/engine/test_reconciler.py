@@ -42,25 +42,31 @@ def test_a_parent_left_waiting_for_a_finished_child_is_woken_and_finishes(caplog
 def test_a_run_waiting_for_a_signal_already_stored_is_woken():
     run = api.enqueue("tests.signal_waiter", {})
     run_until_idle()
-    sql("INSERT INTO durable_signal (run_id, signal, occurrence, value, created_at) "
-        "VALUES (%s, 'approval', 0, '\"yes\"', now())", [run.run_id])
+    sql(
+        "INSERT INTO durable_signal (run_id, signal, occurrence, value, created_at) "
+        "VALUES (%s, 'approval', 0, '\"yes\"', now())",
+        [run.run_id],
+    )
     assert [repair.run_id for repair in Reconciler().run_pass()] == [run.run_id]
     run_until_idle()
     assert api.get_run(run.run_id).output == {"approval": "yes"}
 
 
-@pytest.mark.parametrize("waiting_for, available_at", [("sleep", None), (None, None), ("nonsense", None),
-                                                       ("child:no-such-run", None)])
+@pytest.mark.parametrize(
+    "waiting_for, available_at", [("sleep", None), (None, None), ("nonsense", None), ("child:no-such-run", None)]
+)
 def test_a_run_waiting_for_nothing_that_can_wake_it_is_woken(waiting_for, available_at):
     run = api.enqueue("tests.signal_waiter", {})
-    sql("UPDATE durable_run SET status = 'waiting', waiting_for = %s, available_at = %s WHERE run_id = %s",
-        [waiting_for, available_at, run.run_id])
+    sql(
+        "UPDATE durable_run SET status = 'waiting', waiting_for = %s, available_at = %s WHERE run_id = %s",
+        [waiting_for, available_at, run.run_id],
+    )
     [repair] = Reconciler().run_pass()
     assert repair.run_id == run.run_id and api.get_run(run.run_id).status == "pending"
 
 
 def test_a_waiting_run_something_can_still_wake_is_left_alone():
-    parent, child = waiting_parent_and_child()
+    parent, _child = waiting_parent_and_child()
     sleeper = api.enqueue("tests.sleeper", {"seconds": 3600})
     run_until_idle(functions=["tests.sleeper"])
     assert Reconciler().run_pass() == []
@@ -77,8 +83,11 @@ def test_a_live_child_of_a_finished_parent_is_cancelled_unless_past_a_pivot():
 
 def test_a_run_left_running_past_its_lease_with_no_recovery_left_is_failed(settings):
     run = api.enqueue("tests.noop", {})
-    sql("UPDATE durable_run SET status = 'running', attempts = 11, recoveries = 10, "
-        "leased_until = now() - interval '1 hour' WHERE run_id = %s", [run.run_id])
+    sql(
+        "UPDATE durable_run SET status = 'running', attempts = 11, recoveries = 10, "
+        "leased_until = now() - interval '1 hour' WHERE run_id = %s",
+        [run.run_id],
+    )
     [repair] = Reconciler().run_pass()
     failed = api.get_run(run.run_id)
     assert (failed.status, failed.error_type) == ("failed", "durable_django.exceptions.RecoveriesExhausted")
@@ -127,9 +136,13 @@ def test_a_worker_counts_its_repairs_in_its_summary(workers):
     from tests.helpers import wait_until
 
     worker = workers.start("--concurrency", "1", DURABLE_TEST_POLL_SECONDS="1")
-    wait_until(lambda: api.get_run(run.run_id).status == "waiting"
-               and api.get_run(run.run_id).waiting_for == "signal:approval:0", timeout=30,
-               message="the run to be woken, replay and wait again, properly")
+    wait_until(
+        lambda: (
+            api.get_run(run.run_id).status == "waiting" and api.get_run(run.run_id).waiting_for == "signal:approval:0"
+        ),
+        timeout=30,
+        message="the run to be woken, replay and wait again, properly",
+    )
     worker.send_signal(15)
     assert worker.wait(timeout=30) == 0
     assert "repaired 1" in workers.output(worker)

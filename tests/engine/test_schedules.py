@@ -4,22 +4,22 @@ import json
 import logging
 import threading
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core import checks
 from django.db import connections, transaction
 
 from durable_django import schedule, unschedule
+from durable_django.api.schedules import fire_schedule_now, get_schedule, list_schedules, set_schedule_enabled
 from durable_django.engine.cron import next_fire_after, parse
+from durable_django.engine.schedules import fire_due, fire_tick, sync_settings_schedules, tick_key
 from durable_django.exceptions import InvalidInput, InvalidSchedule, UnknownFunction
 from durable_django.registry import registry
-from durable_django.api.schedules import fire_schedule_now, get_schedule, list_schedules, set_schedule_enabled
-from durable_django.engine.schedules import fire_due, fire_tick, sync_settings_schedules, tick_key
-from durable_django.worker.scheduler import FIRE_BATCH, SchedulerThread
 from durable_django.store import schedules as schedule_store
 from durable_django.store.db import listening
 from durable_django.worker.loop import WorkerOptions
+from durable_django.worker.scheduler import FIRE_BATCH, SchedulerThread
 from tests.helpers import run_in_threads, sql, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -29,8 +29,11 @@ NAMES = registry.names()
 
 def runs(name=None):
     """(idempotency_key, tenant_id, input) of every run, oldest first."""
-    rows = sql("SELECT idempotency_key, tenant_id::text, input::text FROM durable_run "
-               "WHERE %s::text IS NULL OR name = %s ORDER BY created_at", [name, name])
+    rows = sql(
+        "SELECT idempotency_key, tenant_id::text, input::text FROM durable_run "
+        "WHERE %s::text IS NULL OR name = %s ORDER BY created_at",
+        [name, name],
+    )
     return [(key, tenant, json.loads(input_)) for key, tenant, input_ in rows]
 
 
@@ -51,8 +54,9 @@ def nested(depth):
 
 
 def stored(stored_id):
-    rows = sql("SELECT next_fire_at, enabled, source, last_fired_at FROM durable_schedule WHERE schedule_id = %s",
-               [stored_id])
+    rows = sql(
+        "SELECT next_fire_at, enabled, source, last_fired_at FROM durable_schedule WHERE schedule_id = %s", [stored_id]
+    )
     return rows[0] if rows else None
 
 
@@ -88,7 +92,7 @@ def test_schedule_creates_with_the_first_tick_after_now():
 
 def test_upsert_keeps_next_fire_at_unless_cron_or_zone_change():
     schedule("s", "tests.noop", "*/5 * * * *")
-    owed = datetime(2020, 1, 1, tzinfo=timezone.utc)  # a tick owed since downtime
+    owed = datetime(2020, 1, 1, tzinfo=UTC)  # a tick owed since downtime
     set_next_fire(":s", owed)
     same = schedule("s", "tests.two_steps", "*/5  * * * *", input={"new": True})
     assert same.next_fire_at == owed and same.name == "tests.two_steps" and same.input == {"new": True}
@@ -99,19 +103,22 @@ def test_upsert_keeps_next_fire_at_unless_cron_or_zone_change():
     assert changed_zone.next_fire_at > owed and changed_zone.tz == "Asia/Tokyo"
 
 
-@pytest.mark.parametrize("kwargs, error", [
-    ({"cron": "not a cron"}, InvalidSchedule),
-    ({"cron": "61 * * * *"}, InvalidSchedule),
-    ({"cron": "0 0 30 2 *"}, InvalidSchedule),
-    ({"tz": "Nowhere/Special"}, InvalidSchedule),
-    ({"tz": "Europe"}, InvalidSchedule),  # a folder of the zoneinfo tree
-    ({"tz": "x" * 10_000}, InvalidSchedule),
-    ({"name": "tests.not_registered"}, UnknownFunction),
-    ({"tenant_id": "not-a-uuid"}, InvalidInput),
-    ({"input": {"bad": object()}}, InvalidInput),
-    ({"schedule_id": ""}, InvalidInput),
-    ({"enabled": "yes"}, InvalidInput),
-])
+@pytest.mark.parametrize(
+    "kwargs, error",
+    [
+        ({"cron": "not a cron"}, InvalidSchedule),
+        ({"cron": "61 * * * *"}, InvalidSchedule),
+        ({"cron": "0 0 30 2 *"}, InvalidSchedule),
+        ({"tz": "Nowhere/Special"}, InvalidSchedule),
+        ({"tz": "Europe"}, InvalidSchedule),  # a folder of the zoneinfo tree
+        ({"tz": "x" * 10_000}, InvalidSchedule),
+        ({"name": "tests.not_registered"}, UnknownFunction),
+        ({"tenant_id": "not-a-uuid"}, InvalidInput),
+        ({"input": {"bad": object()}}, InvalidInput),
+        ({"schedule_id": ""}, InvalidInput),
+        ({"enabled": "yes"}, InvalidInput),
+    ],
+)
 def test_bad_input_raises_a_typed_error_and_writes_nothing(kwargs, error):
     schedule("existing", "tests.noop", "0 3 * * *")
     before = sql("SELECT schedule_id, cron, tz, name, updated_at FROM durable_schedule")
@@ -127,7 +134,8 @@ def test_two_tenants_register_one_id_as_two_schedules():
     b = schedule("nightly", "tests.noop", "0 2 * * *", input="b", tenant_id=tenant_b)
     untagged = schedule("nightly", "tests.noop", "0 3 * * *", input="u")
     assert sorted(r[0] for r in sql("SELECT schedule_id FROM durable_schedule")) == sorted(
-        [f"{tenant_a}:nightly", f"{tenant_b}:nightly", ":nightly"])
+        [f"{tenant_a}:nightly", f"{tenant_b}:nightly", ":nightly"]
+    )
     assert (a.schedule_id, a.tenant_id, b.tenant_id) == ("nightly", str(tenant_a), str(tenant_b))
     assert get_schedule("nightly", tenant_id=tenant_a).input == "a"
     assert get_schedule("nightly", tenant_id=tenant_b).cron == "0 2 * * *"
@@ -136,12 +144,15 @@ def test_two_tenants_register_one_id_as_two_schedules():
     assert len(list_schedules()) == 3  # the operator's view
     # Each tenant's tick fires its own run, in its own tenant, under its own key.
     for stored_id in (f"{tenant_a}:nightly", f"{tenant_b}:nightly", ":nightly"):
-        set_next_fire(stored_id, datetime(2024, 1, 1, 1, tzinfo=timezone.utc))
+        set_next_fire(stored_id, datetime(2024, 1, 1, 1, tzinfo=UTC))
     fired = fire_due(names=NAMES, tenant_id=None)
     assert len(fired) == 3 and all(f.error is None for f in fired)
-    key = tick_key("nightly", datetime(2024, 1, 1, 1, tzinfo=timezone.utc))
+    key = tick_key("nightly", datetime(2024, 1, 1, 1, tzinfo=UTC))
     assert sorted(runs(), key=lambda r: r[2]) == [
-        (f"{tenant_a}:{key}", str(tenant_a), "a"), (f"{tenant_b}:{key}", str(tenant_b), "b"), (f":{key}", None, "u")]
+        (f"{tenant_a}:{key}", str(tenant_a), "a"),
+        (f"{tenant_b}:{key}", str(tenant_b), "b"),
+        (f":{key}", None, "u"),
+    ]
     # Unscheduling in one tenant leaves the others.
     assert unschedule("nightly", tenant_id=tenant_a) is True
     assert unschedule("nightly", tenant_id=tenant_a) is False
@@ -152,16 +163,15 @@ def test_a_tenant_bound_scheduler_fires_only_its_tenant():
     tenant_a, tenant_b = str(uuid.uuid4()), str(uuid.uuid4())
     for tenant in (tenant_a, tenant_b):
         schedule("t", "tests.noop", "* * * * *", tenant_id=tenant)
-        set_next_fire(f"{tenant}:t", datetime(2024, 1, 1, tzinfo=timezone.utc))
+        set_next_fire(f"{tenant}:t", datetime(2024, 1, 1, tzinfo=UTC))
     assert [f.schedule.tenant_id for f in fire_due(names=NAMES, tenant_id=tenant_a)] == [tenant_a]
     assert [r[1] for r in runs()] == [tenant_a]
 
 
 def test_schedule_takes_part_in_the_callers_transaction():
-    with pytest.raises(RuntimeError):
-        with transaction.atomic():
-            schedule("rolled-back", "tests.noop", "* * * * *")
-            raise RuntimeError("roll back")
+    with pytest.raises(RuntimeError), transaction.atomic():
+        schedule("rolled-back", "tests.noop", "* * * * *")
+        raise RuntimeError("roll back")
     assert sql("SELECT count(*) FROM durable_schedule")[0][0] == 0
 
 
@@ -171,7 +181,7 @@ def test_schedule_takes_part_in_the_callers_transaction():
 def test_a_fired_tick_is_a_normal_run_with_snapshot_tenant_and_one_notify():
     tenant = str(uuid.uuid4())
     schedule("flaky", "tests.flaky", "0 * * * *", input={"succeed_on": 1}, tenant_id=tenant)
-    tick = datetime(2024, 5, 1, 10, tzinfo=timezone.utc)
+    tick = datetime(2024, 5, 1, 10, tzinfo=UTC)
     set_next_fire(f"{tenant}:flaky", tick)
     with listening(["durable_wake"]) as listener:
         [fired] = fire_due(names=NAMES, tenant_id=None)
@@ -187,14 +197,14 @@ def test_a_fired_tick_is_a_normal_run_with_snapshot_tenant_and_one_notify():
 
 def test_eight_threads_racing_on_one_due_schedule_fire_it_once():
     schedule("race", "tests.noop", "* * * * *")
-    set_next_fire(":race", datetime(2024, 1, 1, tzinfo=timezone.utc))
+    set_next_fire(":race", datetime(2024, 1, 1, tzinfo=UTC))
     results = run_in_threads(8, lambda i: fire_due(names=NAMES, tenant_id=None))
     assert sum(len(fired) for fired in results) == 1
     assert len(runs()) == 1
 
 
 def test_four_threads_over_fifty_due_schedules_fire_each_once():
-    owed = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    owed = datetime(2024, 1, 1, tzinfo=UTC)
     for index in range(50):
         schedule(f"s{index}", "tests.noop", "* * * * *", input=index)
         set_next_fire(f":s{index}", owed)
@@ -212,7 +222,7 @@ def test_four_threads_over_fifty_due_schedules_fire_each_once():
 
 def test_a_disabled_schedule_does_not_fire_and_re_enabling_owes_nothing():
     schedule("off", "tests.noop", "* * * * *", enabled=False)
-    set_next_fire(":off", datetime(2024, 1, 1, tzinfo=timezone.utc))
+    set_next_fire(":off", datetime(2024, 1, 1, tzinfo=UTC))
     assert fire_due(names=NAMES, tenant_id=None) == []
     assert schedule_store.seconds_until_next_due(names=NAMES, tenant_id=None) is None
     disabled = set_schedule_enabled("off", False)
@@ -247,37 +257,48 @@ def test_after_an_outage_of_ten_ticks_it_fires_once_then_resumes(scheduler_threa
 def test_ticks_follow_the_cron_in_a_non_utc_zone_across_dst():
     # Replay the scheduler firing each tick on time through New York's 2024 spring-forward.
     schedule("dst", "tests.noop", "30 1,2,3 * * *", tz="America/New_York")
-    set_next_fire(":dst", datetime(2024, 3, 9, 6, 30, tzinfo=timezone.utc))  # 01:30 EST, Mar 9
+    set_next_fire(":dst", datetime(2024, 3, 9, 6, 30, tzinfo=UTC))  # 01:30 EST, Mar 9
     for _ in range(6):
-        fired = schedule_store.claim_due(names=NAMES, tenant_id=None, limit=10,
-                                         fire=lambda s, now: fire_tick(s, s.next_fire_at))
+        fired = schedule_store.claim_due(
+            names=NAMES, tenant_id=None, limit=10, fire=lambda s, now: fire_tick(s, s.next_fire_at)
+        )
         assert len(fired) == 1 and fired[0].error is None
     ticks = [datetime.fromisoformat(key.split(":", 3)[3]) for key, _, _ in runs()]
     zone = parse("* * * * *", "America/New_York").zone
     assert [tick.astimezone(zone).strftime("%d %H:%M %Z") for tick in ticks] == [
-        "09 01:30 EST", "09 02:30 EST", "09 03:30 EST",
+        "09 01:30 EST",
+        "09 02:30 EST",
+        "09 03:30 EST",
         # 02:30 does not exist on Mar 10: it is shifted to 03:30 EDT, which fires once.
-        "10 01:30 EST", "10 03:30 EDT",
-        "11 01:30 EDT"]
-    assert stored(":dst")[0] == datetime(2024, 3, 11, 6, 30, tzinfo=timezone.utc)  # 02:30 EDT
+        "10 01:30 EST",
+        "10 03:30 EDT",
+        "11 01:30 EDT",
+    ]
+    assert stored(":dst")[0] == datetime(2024, 3, 11, 6, 30, tzinfo=UTC)  # 02:30 EDT
 
 
 def test_a_corrupt_schedule_or_a_missing_function_blocks_no_other():
-    owed = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    owed = datetime(2024, 1, 1, tzinfo=UTC)
     for index in range(3):
         schedule(f"corrupt{index}", "tests.noop", "* * * * *")
     schedule("healthy", "tests.noop", "* * * * *")
     sql("UPDATE durable_schedule SET cron = 'garbage' WHERE schedule_id IN (':corrupt0', ':corrupt1')")
     sql("UPDATE durable_schedule SET tz = 'Nowhere/Zone' WHERE schedule_id = ':corrupt2'")
-    sql("INSERT INTO durable_schedule (schedule_id, name, cron, tz, input, next_fire_at, enabled, source) "
-        "VALUES (':orphan', 'tests.gone', '* * * * *', 'UTC', 'null', %s, true, 'api')", [owed])
+    sql(
+        "INSERT INTO durable_schedule (schedule_id, name, cron, tz, input, next_fire_at, enabled, source) "
+        "VALUES (':orphan', 'tests.gone', '* * * * *', 'UTC', 'null', %s, true, 'api')",
+        [owed],
+    )
     for stored_id in (":corrupt0", ":corrupt1", ":corrupt2", ":healthy"):
         set_next_fire(stored_id, owed - timedelta(seconds=1))
     set_next_fire(":healthy", owed)  # last in the due order
     fired = fire_due(names=NAMES, tenant_id=None, limit=4)
     assert {f.schedule.schedule_id: (type(f.error).__name__, f.postponed) for f in fired} == {
-        "corrupt0": ("InvalidSchedule", True), "corrupt1": ("InvalidSchedule", True),
-        "corrupt2": ("InvalidSchedule", True), "healthy": ("NoneType", False)}
+        "corrupt0": ("InvalidSchedule", True),
+        "corrupt1": ("InvalidSchedule", True),
+        "corrupt2": ("InvalidSchedule", True),
+        "healthy": ("NoneType", False),
+    }
     assert [key for key, _, _ in runs()] == [f":{tick_key('healthy', owed)}"]
     now = db_now()
     for stored_id in (":corrupt0", ":corrupt1", ":corrupt2"):
@@ -304,7 +325,7 @@ def refused_input():
 
 
 def test_a_database_error_while_firing_leaves_the_tick_owed_for_the_next_pass(refused_input):
-    owed = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    owed = datetime(2024, 1, 1, tzinfo=UTC)
     for name in ("refused", "healthy"):
         schedule(name, "tests.noop", "* * * * *", input=name)
         set_next_fire(f":{name}", owed)
@@ -313,7 +334,9 @@ def test_a_database_error_while_firing_leaves_the_tick_owed_for_the_next_pass(re
     assert stored(":refused")[0] == owed  # rolled back to its savepoint, still owed: not an hour ahead
     assert [r[2] for r in runs()] == ["healthy"]
     assert {f.schedule.schedule_id: (type(f.error).__name__, f.postponed) for f in fired} == {
-        "refused": ("IntegrityError", False), "healthy": ("NoneType", False)}
+        "refused": ("IntegrityError", False),
+        "healthy": ("NoneType", False),
+    }
     refused_input.remove()
     [again] = fire_due(names=NAMES, tenant_id=None)
     assert again.error is None and again.run.idempotency_key == tick_key("refused", owed)
@@ -321,7 +344,7 @@ def test_a_database_error_while_firing_leaves_the_tick_owed_for_the_next_pass(re
 
 
 def test_the_scheduler_retries_a_tick_the_database_refused_and_fires_the_others(refused_input, scheduler_threads):
-    owed = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    owed = datetime(2024, 1, 1, tzinfo=UTC)
     schedule("refused", "tests.noop", "0 3 * * *", input="refused")
     set_next_fire(":refused", owed)
     schedule("every-second", "tests.noop", "* * * * * *", input="tick")
@@ -335,7 +358,7 @@ def test_the_scheduler_retries_a_tick_the_database_refused_and_fires_the_others(
 
 
 def test_while_the_database_refuses_a_tick_each_pass_backs_off_further(refused_input):
-    owed = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    owed = datetime(2024, 1, 1, tzinfo=UTC)
     schedule("refused", "tests.noop", "0 3 * * *", input="refused")
     set_next_fire(":refused", owed)
     refused_input.install()
@@ -351,7 +374,7 @@ def test_while_the_database_refuses_a_tick_each_pass_backs_off_further(refused_i
 
 
 def test_a_full_batch_of_refused_ticks_holds_back_no_schedule_behind_it(refused_input, scheduler_threads):
-    owed = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    owed = datetime(2024, 1, 1, tzinfo=UTC)
     for index in range(FIRE_BATCH):
         schedule(f"refused{index}", "tests.noop", "0 3 * * *", input="refused")
         set_next_fire(f":refused{index}", owed)
@@ -366,7 +389,7 @@ def test_a_full_batch_of_refused_ticks_holds_back_no_schedule_behind_it(refused_
 
 def test_an_operator_can_disable_and_enable_a_schedule_whose_stored_zone_is_a_folder():
     schedule("corrupt", "tests.noop", "* * * * *")
-    owed = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    owed = datetime(2024, 1, 1, tzinfo=UTC)
     sql("UPDATE durable_schedule SET tz = 'Europe', next_fire_at = %s WHERE schedule_id = ':corrupt'", [owed])
     assert not set_schedule_enabled("corrupt", False).enabled
     enabled = set_schedule_enabled("corrupt", True)
@@ -403,7 +426,7 @@ def test_settings_sync_creates_keeps_disables_and_removes():
     assert stored(":nightly")[2] == "settings" and stored(f"{tenant}:tenanted")[1] is True
     # The operator disables it; a restart with a changed cron does not re-enable it.
     set_schedule_enabled("nightly", False)
-    owed = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    owed = datetime(2024, 1, 1, tzinfo=UTC)
     set_next_fire(f"{tenant}:tenanted", owed)
     declared["nightly"]["cron"] = "0 3 * * *"
     sync_settings_schedules(declared)
@@ -422,8 +445,10 @@ def test_settings_sync_creates_keeps_disables_and_removes():
 
 
 def test_the_scheduler_thread_syncs_settings_and_fires(settings, scheduler_threads):
-    settings.DURABLE = {**settings.DURABLE, "SCHEDULES": {
-        "every-second": {"name": "tests.noop", "cron": "* * * * * *", "input": "tick"}}}
+    settings.DURABLE = {
+        **settings.DURABLE,
+        "SCHEDULES": {"every-second": {"name": "tests.noop", "cron": "* * * * * *", "input": "tick"}},
+    }
     thread = scheduler_threads(functions=None)
     assert thread.synced.wait(30)
     assert stored(":every-second")[2] == "settings"
@@ -433,23 +458,27 @@ def test_the_scheduler_thread_syncs_settings_and_fires(settings, scheduler_threa
 
 def test_a_worker_without_the_function_leaves_the_schedule_for_one_that_has_it(scheduler_threads):
     schedule("two", "tests.two_steps", "* * * * *")
-    set_next_fire(":two", datetime(2024, 1, 1, tzinfo=timezone.utc))
+    set_next_fire(":two", datetime(2024, 1, 1, tzinfo=UTC))
     schedule("noop", "tests.noop", "* * * * *")
-    set_next_fire(":noop", datetime(2024, 1, 1, 0, 0, 1, tzinfo=timezone.utc))
+    set_next_fire(":noop", datetime(2024, 1, 1, 0, 0, 1, tzinfo=UTC))
     thread = scheduler_threads(functions=["tests.noop"])
     assert thread.synced.wait(30)
     wait_until(lambda: runs(), timeout=30, message="the noop tick")
     assert [r[0].split(":")[2] for r in runs()] == ["noop"]
-    assert stored(":two")[0] == datetime(2024, 1, 1, tzinfo=timezone.utc)
+    assert stored(":two")[0] == datetime(2024, 1, 1, tzinfo=UTC)
 
 
 def test_the_scheduler_runs_the_periodic_purge(settings, scheduler_threads):
-    sql("INSERT INTO durable_run (run_id, name, status, input, retry_policy, created_at, updated_at) "
+    sql(
+        "INSERT INTO durable_run (run_id, name, status, input, retry_policy, created_at, updated_at) "
         "SELECT 'old-' || i, 'tests.noop', 'succeeded', 'null', '{}', now() - interval '2 days', "
-        "now() - interval '2 days' FROM generate_series(1, 30) i")
-    sql("INSERT INTO durable_run (run_id, name, status, input, retry_policy, created_at, updated_at) "
+        "now() - interval '2 days' FROM generate_series(1, 30) i"
+    )
+    sql(
+        "INSERT INTO durable_run (run_id, name, status, input, retry_policy, created_at, updated_at) "
         "VALUES ('fresh', 'tests.noop', 'succeeded', 'null', '{}', now(), now()), "
-        "('live', 'tests.noop', 'pending', 'null', '{}', now() - interval '3 days', now() - interval '3 days')")
+        "('live', 'tests.noop', 'pending', 'null', '{}', now() - interval '3 days', now() - interval '3 days')"
+    )
     settings.DURABLE = {**settings.DURABLE, "PURGE_AFTER": timedelta(days=1)}
     scheduler_threads(functions=[])
     wait_until(lambda: sql("SELECT count(*) FROM durable_run")[0][0] == 2, timeout=30, message="the purge")
@@ -460,7 +489,7 @@ def test_the_scheduler_runs_the_periodic_purge(settings, scheduler_threads):
 def test_malformed_settings_schedules_do_not_stop_the_scheduler(settings, scheduler_threads):
     settings.DURABLE = {**settings.DURABLE, "SCHEDULES": ["not", "a", "dict"]}
     schedule("api", "tests.noop", "* * * * *")
-    set_next_fire(":api", datetime(2024, 1, 1, tzinfo=timezone.utc))
+    set_next_fire(":api", datetime(2024, 1, 1, tzinfo=UTC))
     thread = scheduler_threads()
     assert thread.synced.wait(30)
     wait_until(lambda: runs(), timeout=30, message="the API schedule's tick")
@@ -475,8 +504,10 @@ BAD_ENTRIES = {
 
 
 def test_check_reports_each_bad_settings_entry_as_e007_without_crashing(settings):
-    settings.DURABLE = {**settings.DURABLE, "SCHEDULES": {
-        **BAD_ENTRIES, "good": {"name": "tests.noop", "cron": "* * * * *"}}}
+    settings.DURABLE = {
+        **settings.DURABLE,
+        "SCHEDULES": {**BAD_ENTRIES, "good": {"name": "tests.noop", "cron": "* * * * *"}},
+    }
     errors = [error for error in checks.run_checks() if error.id == "durable_django.E007"]
     assert len(errors) == len(BAD_ENTRIES)
     for entry in BAD_ENTRIES:
@@ -485,18 +516,22 @@ def test_check_reports_each_bad_settings_entry_as_e007_without_crashing(settings
 
 
 def test_bad_settings_entries_and_a_corrupt_stored_zone_stop_no_other_schedule(settings, scheduler_threads, caplog):
-    settings.DURABLE = {**settings.DURABLE, "SCHEDULES": {
-        **BAD_ENTRIES, "every-second": {"name": "tests.noop", "cron": "* * * * * *", "input": "tick"}}}
+    settings.DURABLE = {
+        **settings.DURABLE,
+        "SCHEDULES": {**BAD_ENTRIES, "every-second": {"name": "tests.noop", "cron": "* * * * * *", "input": "tick"}},
+    }
     schedule("stored-folder-zone", "tests.noop", "* * * * *", input="corrupt")
     sql("UPDATE durable_schedule SET tz = 'America' WHERE schedule_id = ':stored-folder-zone'")
-    set_next_fire(":stored-folder-zone", datetime(2024, 1, 1, tzinfo=timezone.utc))
+    set_next_fire(":stored-folder-zone", datetime(2024, 1, 1, tzinfo=UTC))
     thread = scheduler_threads()
     assert thread.synced.wait(30)
     wait_until(lambda: len(runs()) >= 2, timeout=30, message="two ticks of the valid entry")
     assert thread.is_alive()
     assert {run_input for _, _, run_input in runs()} == {"tick"}
     assert sorted(r[0] for r in sql("SELECT schedule_id FROM durable_schedule")) == [
-        ":every-second", ":stored-folder-zone"]
+        ":every-second",
+        ":stored-folder-zone",
+    ]
     assert stored(":stored-folder-zone")[0] > db_now() + timedelta(minutes=59)  # postponed, as a bad schedule
     errors = [record.getMessage() for record in caplog.records if record.levelno >= logging.ERROR]
     for entry in BAD_ENTRIES:
@@ -506,14 +541,17 @@ def test_bad_settings_entries_and_a_corrupt_stored_zone_stop_no_other_schedule(s
 
 def test_a_settings_sync_the_database_refuses_holds_up_no_firing_and_is_retried(settings, scheduler_threads):
     schedule("api", "tests.noop", "* * * * *", input="api")
-    set_next_fire(":api", datetime(2024, 1, 1, tzinfo=timezone.utc))
-    settings.DURABLE = {**settings.DURABLE, "SCHEDULES": {
-        "from-settings": {"name": "tests.noop", "cron": "0 3 * * *"}}}
+    set_next_fire(":api", datetime(2024, 1, 1, tzinfo=UTC))
+    settings.DURABLE = {**settings.DURABLE, "SCHEDULES": {"from-settings": {"name": "tests.noop", "cron": "0 3 * * *"}}}
     # A real database error on every sync: PostgreSQL refuses the settings row.
-    sql("CREATE FUNCTION test_refuse_row() RETURNS trigger LANGUAGE plpgsql AS "
-        "$$ BEGIN RAISE EXCEPTION 'refused by a test trigger'; END $$")
-    sql("CREATE TRIGGER test_refuse_settings BEFORE INSERT ON durable_schedule FOR EACH ROW "
-        "WHEN (NEW.source = 'settings') EXECUTE FUNCTION test_refuse_row()")
+    sql(
+        "CREATE FUNCTION test_refuse_row() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN RAISE EXCEPTION 'refused by a test trigger'; END $$"
+    )
+    sql(
+        "CREATE TRIGGER test_refuse_settings BEFORE INSERT ON durable_schedule FOR EACH ROW "
+        "WHEN (NEW.source = 'settings') EXECUTE FUNCTION test_refuse_row()"
+    )
     try:
         thread = scheduler_threads()
         wait_until(lambda: runs(), timeout=30, message="the API schedule's tick while the sync fails")

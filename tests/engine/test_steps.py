@@ -14,13 +14,16 @@ def test_a_two_step_run_succeeds_with_its_output_and_journal(effects_dir):
     done = api.get_run(run.run_id)
     assert (done.status, done.output, done.attempts) == ("succeeded", ["one", "two"], 1)
     assert sql("SELECT step_id, result::text FROM durable_step ORDER BY step_id") == [
-        ("v1:first:0", '"one"'), ("v1:second:0", '"two"')]
+        ("v1:first:0", '"one"'),
+        ("v1:second:0", '"two"'),
+    ]
 
 
 def test_falsy_step_results_replay_from_the_journal_without_running_again(effects_dir):
     run = api.enqueue("tests.falsy_steps", {})
     run_until_idle()
     import time
+
     time.sleep(0.1)  # the fixture policy's retry delay is 0.05s
     run_until_idle()
     done = api.get_run(run.run_id)

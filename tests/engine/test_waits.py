@@ -78,8 +78,11 @@ def test_a_child_is_spawned_once_awaited_and_wakes_its_parent(effects_dir):
     child_id = done.output["child"]
     child = api.get_run(child_id)
     assert child.parent_run_id == parent.run_id and child.tenant_id is None
-    assert done.output["outcome"] == {"state": "succeeded", "result": {"child_of": parent.run_id, "value": 5},
-                                      "error": None}
+    assert done.output["outcome"] == {
+        "state": "succeeded",
+        "result": {"child_of": parent.run_id, "value": 5},
+        "error": None,
+    }
     # The parent replayed after the child landed: code outside steps ran twice, spawn adopted one child.
     assert effects.count("spawned") == 2 and effects.count("child-ran") == 1
     assert sql("SELECT count(*) FROM durable_run WHERE parent_run_id = %s", [parent.run_id]) == [(1,)]

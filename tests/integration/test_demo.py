@@ -5,6 +5,7 @@ creates a scratch database on the same server, points the demo at it, and
 drops it afterwards: the demo itself needs no test-only switch.
 """
 
+import contextlib
 import os
 import re
 import signal
@@ -12,7 +13,7 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 import psycopg
@@ -60,20 +61,33 @@ def scratch_database():
 
 def zone_far_from_the_nightly_tick() -> str:
     """A fixed-offset zone where it is about noon now, so the report's 02:00 tick cannot fire mid-demo."""
-    offset = (12 - datetime.now(timezone.utc).hour + 12) % 24 - 12  # hours to add to UTC, -12..11
+    offset = (12 - datetime.now(UTC).hour + 12) % 24 - 12  # hours to add to UTC, -12..11
     return f"Etc/GMT{-offset:+d}"  # POSIX sign: Etc/GMT-5 is UTC+5
 
 
 def run_demo(database_url: str, tmp_path) -> subprocess.CompletedProcess:
     """``python example_project/demo.py`` from the repository root, in its own process group."""
-    env = {key: value for key, value in os.environ.items()
-           if key != "DJANGO_SETTINGS_MODULE" and not key.startswith(("DURABLE_", "SHOP_"))}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key != "DJANGO_SETTINGS_MODULE" and not key.startswith(("DURABLE_", "SHOP_"))
+    }
     # TMPDIR: the worker logs the demo keeps go to the test's own directory.
-    env.update({"DATABASE_URL": database_url, "PYTHONPATH": ROOT, "TMPDIR": str(tmp_path),
-                "SHOP_TIME_ZONE": zone_far_from_the_nightly_tick()})
+    env.update(
+        {
+            "DATABASE_URL": database_url,
+            "PYTHONPATH": ROOT,
+            "TMPDIR": str(tmp_path),
+            "SHOP_TIME_ZONE": zone_far_from_the_nightly_tick(),
+        }
+    )
     proc = subprocess.Popen(
         [sys.executable, DEMO, "--plain", "--timeout", str(DEMO_TIMEOUT)],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         start_new_session=True,  # its workers join the group, so a timeout can end them all
     )
     try:
@@ -83,10 +97,8 @@ def run_demo(database_url: str, tmp_path) -> subprocess.CompletedProcess:
         output, _ = proc.communicate()
         pytest.fail(f"the demo did not finish within {PROCESS_TIMEOUT}s:\n{output}")
     finally:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # nothing of it may outlive the test
-        except ProcessLookupError:
-            pass
     return subprocess.CompletedProcess(proc.args, proc.returncode, output)
 
 
@@ -96,7 +108,7 @@ def section(output: str, heading: str, titles: str) -> list[str]:
     start = next(i for i, line in enumerate(lines) if line.startswith(heading))
     start = next(i for i in range(start, len(lines)) if lines[i].startswith(f"  {titles} "))
     body = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if not line.strip():
             break
         body.append(line)
@@ -135,8 +147,14 @@ def check_admin_pages(database_url: str) -> None:
     """The example site's admin pages for the demo's orders, ledger, runs and schedule answer 200."""
     env = {key: value for key, value in os.environ.items() if not key.startswith(("DURABLE_", "SHOP_"))}
     env.update({"DATABASE_URL": database_url, "PYTHONPATH": ROOT, "DJANGO_SETTINGS_MODULE": "shopsite.settings"})
-    result = subprocess.run([sys.executable, "-c", ADMIN_PAGES], cwd=os.path.join(ROOT, "example_project"),
-                            env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", ADMIN_PAGES],
+        cwd=os.path.join(ROOT, "example_project"),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert len(lines) == 8, result.stdout
@@ -158,8 +176,9 @@ def test_demo_runs_every_workflow_to_its_state_and_each_side_effect_once(scratch
     runs = [RUN_ROW.match(line) for line in section(output, "Final state of every run:", "RUN")]
     assert all(runs), output
     states = Counter(match["state"] for match in runs if match["function"] == "shop.fulfil_order")
-    assert states == Counter({"succeeded (shipped)": 1, "succeeded (rejected)": 1,
-                              "succeeded (approval timed out)": 1, "cancelled": 1}), output
+    assert states == Counter(
+        {"succeeded (shipped)": 1, "succeeded (rejected)": 1, "succeeded (approval timed out)": 1, "cancelled": 1}
+    ), output
     by_function = Counter((match["function"], match["state"]) for match in runs)
     assert by_function[("shop.tasks.send_order_confirmation", "succeeded")] == 4, output
     assert by_function[("shop.ship_order", "succeeded")] == 1, output
@@ -176,12 +195,21 @@ def test_demo_runs_every_workflow_to_its_state_and_each_side_effect_once(scratch
     assert "MISMATCH" not in output, output
 
     # The database the demo used agrees with what it printed.
-    assert query(scratch_database,
-                 "SELECT count(*) FROM durable_run WHERE status IN ('pending', 'running', 'waiting')") == [(0,)]
-    ledger = {(subject, action): count for subject, action, count in query(
-        scratch_database, "SELECT subject, action, count(*) FROM shop_ledger GROUP BY subject, action")}
-    calls = {(subject, action): count for subject, action, count in query(
-        scratch_database, "SELECT subject, action, count(*) FROM shop_service_call GROUP BY subject, action")}
+    assert query(
+        scratch_database, "SELECT count(*) FROM durable_run WHERE status IN ('pending', 'running', 'waiting')"
+    ) == [(0,)]
+    ledger = {
+        (subject, action): count
+        for subject, action, count in query(
+            scratch_database, "SELECT subject, action, count(*) FROM shop_ledger GROUP BY subject, action"
+        )
+    }
+    calls = {
+        (subject, action): count
+        for subject, action, count in query(
+            scratch_database, "SELECT subject, action, count(*) FROM shop_service_call GROUP BY subject, action"
+        )
+    }
     printed = {(m["subject"], m["step"]): (int(m["requests"]), int(m["effects"])) for m in effects}
     assert set(ledger.values()) == {1}
     assert {key: (calls[key], ledger[key]) for key in ledger} == printed

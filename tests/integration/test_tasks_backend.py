@@ -16,13 +16,13 @@ from django.test import override_settings
 from django.utils import timezone
 
 from durable_django import api
+from durable_django.contrib.tasks.compat import InvalidTask, TaskResultDoesNotExist, TaskResultStatus
+from durable_django.contrib.tasks.paths import TaskPathError
 from durable_django.engine import submit
 from durable_django.exceptions import Cancelled, InvalidInput
 from durable_django.states import CancelOutcome
-from durable_django.testing import run_until_idle
-from durable_django.contrib.tasks.compat import InvalidTask, TaskResultDoesNotExist, TaskResultStatus
-from durable_django.contrib.tasks.paths import TaskPathError
 from durable_django.tasks import DurableBackend
+from durable_django.testing import run_until_idle
 from tests.helpers import sql, wait_until
 from tests.workflows import tasks
 
@@ -54,8 +54,11 @@ def run_burst(workers):
 
 
 def finished(task_obj, result_id, timeout=60):
-    return wait_until(lambda: (r := task_obj.get_result(result_id)).is_finished and r, timeout=timeout,
-                      message=f"task result {result_id} to finish")
+    return wait_until(
+        lambda: (r := task_obj.get_result(result_id)).is_finished and r,
+        timeout=timeout,
+        message=f"task result {result_id} to finish",
+    )
 
 
 @pytest.mark.process
@@ -65,7 +68,11 @@ def test_a_task_is_an_ordinary_run_that_a_worker_executes_and_reads_back_success
     assert enqueued.status == TaskResultStatus.READY and enqueued.backend == "default"
     run = api.get_run(enqueued.id)
     assert (run.name, run.version, run.input, run.status) == (
-        "tests.workflows.tasks.add", 0, {"args": [2, 3], "kwargs": {}}, "pending")
+        "tests.workflows.tasks.add",
+        0,
+        {"args": [2, 3], "kwargs": {}},
+        "pending",
+    )
     assert enqueued.enqueued_at == run.created_at and enqueued.attempts == 0
 
     run_burst(workers)
@@ -82,7 +89,10 @@ def test_a_task_is_an_ordinary_run_that_a_worker_executes_and_reads_back_success
     assert enqueued.status == TaskResultStatus.SUCCESSFUL and enqueued.return_value == 5
     assert async_to_sync(default_task_backend.aget_result)(enqueued.id).return_value == 5
     assert lines("signals") == [
-        f"enqueued {enqueued.id} READY 0", f"started {enqueued.id} RUNNING 1", f"finished {enqueued.id} SUCCESSFUL 1"]
+        f"enqueued {enqueued.id} READY 0",
+        f"started {enqueued.id} RUNNING 1",
+        f"finished {enqueued.id} SUCCESSFUL 1",
+    ]
 
 
 @pytest.mark.process
@@ -133,8 +143,10 @@ def test_a_task_taking_context_sees_attempt_2_on_its_retry(workers):
     rid = enqueued.id
     assert lines("signals") == [
         f"enqueued {rid} READY 0",
-        f"started {rid} RUNNING 1", f"finished {rid} READY 1",
-        f"started {rid} RUNNING 2", f"finished {rid} SUCCESSFUL 2",
+        f"started {rid} RUNNING 1",
+        f"finished {rid} READY 1",
+        f"started {rid} RUNNING 2",
+        f"finished {rid} SUCCESSFUL 2",
     ]
 
 
@@ -218,13 +230,16 @@ def test_a_pending_task_cancelled_reads_back_failed_with_a_cancellation_error():
 
 
 @with_db
-@pytest.mark.parametrize("args, kwargs, error, message", [
-    ((datetime(2030, 1, 1),), {}, TypeError, "Unsupported type"),
-    ((), {"thing": object()}, TypeError, "Unsupported type"),
-    (({1: "one"},), {}, ValueError, "round trip"),
-    ((math.nan,), {}, ValueError, "Out of range float"),
-    ((), {"big": math.inf}, ValueError, "Out of range float"),
-])
+@pytest.mark.parametrize(
+    "args, kwargs, error, message",
+    [
+        ((datetime(2030, 1, 1),), {}, TypeError, "Unsupported type"),
+        ((), {"thing": object()}, TypeError, "Unsupported type"),
+        (({1: "one"},), {}, ValueError, "round trip"),
+        ((math.nan,), {}, ValueError, "Out of range float"),
+        ((), {"big": math.inf}, ValueError, "Out of range float"),
+    ],
+)
 def test_arguments_that_are_not_json_round_trippable_are_refused_writing_nothing(args, kwargs, error, message):
     with pytest.raises(error, match=message):
         tasks.add.enqueue(*args, **kwargs)
@@ -234,10 +249,9 @@ def test_arguments_that_are_not_json_round_trippable_are_refused_writing_nothing
 
 @with_db
 def test_enqueue_takes_part_in_the_callers_transaction():
-    with pytest.raises(RuntimeError):
-        with transaction.atomic():
-            tasks.add.enqueue(1, 2)
-            raise RuntimeError("roll back")
+    with pytest.raises(RuntimeError), transaction.atomic():
+        tasks.add.enqueue(1, 2)
+        raise RuntimeError("roll back")
     assert count_runs() == 0
     with transaction.atomic():
         kept = tasks.add.enqueue(1, 2)
@@ -278,8 +292,11 @@ def test_a_task_whose_path_does_not_lead_back_to_it_is_refused_at_enqueue():
 
 def stored_task_run(path: str):
     """A version-0 run naming ``path``, made the way the backend makes one (only it may)."""
-    return submit.insert_or_join(submit.build_task_run(path, {"args": [], "kwargs": {}}, queue="default",
-                                                       priority=0, available_at=None, retry=None))
+    return submit.insert_or_join(
+        submit.build_task_run(
+            path, {"args": [], "kwargs": {}}, queue="default", priority=0, available_at=None, retry=None
+        )
+    )
 
 
 @with_db

@@ -25,17 +25,21 @@ def test_a_postgresql_restart_under_load_re_executes_no_step_whose_function_retu
         env = workers.env(DATABASE_URL=server.get_uri(), DURABLE_TEST_POLL_SECONDS="1")
 
         def manage(*args):
-            result = subprocess.run([sys.executable, "-m", "django", *args], env=env, cwd=ROOT,
-                                    capture_output=True, text=True, timeout=120)
+            result = subprocess.run(
+                [sys.executable, "-m", "django", *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+            )
             assert result.returncode == 0, result.stderr
             return result.stdout
 
         manage("migrate", "durable_django", "-v", "0")
-        run_ids = [manage("durable_enqueue", "tests.counted_steps", '{"steps": 12, "pause": 0.05}').split()[-1]
-                   for _ in range(8)]
+        run_ids = [
+            manage("durable_enqueue", "tests.counted_steps", '{"steps": 12, "pause": 0.05}').split()[-1]
+            for _ in range(8)
+        ]
         worker = workers.start("--concurrency", "4", env=env)
-        wait_until(lambda: sum(effects.count(f"counted-{run_id}") for run_id in run_ids) >= 10,
-                   message="steps under way")
+        wait_until(
+            lambda: sum(effects.count(f"counted-{run_id}") for run_id in run_ids) >= 10, message="steps under way"
+        )
         pg_ctl(["-w", "restart", "-m", "fast"], pgdata=server.pgdata, user=server.system_user)
 
         def finished():
@@ -61,8 +65,11 @@ def test_a_run_whose_output_the_database_cannot_store_fails_alone_and_the_worker
     healthy = [api.enqueue("tests.noop", {"n": n}) for n in range(20)]
     worker = workers.start("--concurrency", "4")
     wait_until(lambda: api.get_run(poisoned.run_id).status == "failed", timeout=60, message="the poisoned run")
-    wait_until(lambda: all(api.get_run(run.run_id).status == "succeeded" for run in healthy), timeout=60,
-               message="the healthy runs")
+    wait_until(
+        lambda: all(api.get_run(run.run_id).status == "succeeded" for run in healthy),
+        timeout=60,
+        message="the healthy runs",
+    )
     failed = api.get_run(poisoned.run_id)
     assert failed.failures == 3 and "NUL" in failed.error
     time.sleep(0.5)

@@ -1,5 +1,6 @@
 """Real durable_worker processes with their schedulers: once per tick, and the misfire policy."""
 
+import itertools
 import re
 import signal
 import time
@@ -38,12 +39,15 @@ def fire_log_lines(workers, procs):
 def test_three_workers_fire_each_tick_exactly_once(workers):
     schedule("every-5s", "tests.noop", CRON, input="tick")
     procs = [workers.start("--concurrency", "2") for _ in range(3)]
-    wait_until(lambda: len(fired_ticks()) >= 5 and all(s == "succeeded" for _, s in fired_ticks()),
-               timeout=120, message="five ticks fired and run")
+    wait_until(
+        lambda: len(fired_ticks()) >= 5 and all(s == "succeeded" for _, s in fired_ticks()),
+        timeout=120,
+        message="five ticks fired and run",
+    )
     stop(workers, procs)
     ticks = [tick for tick, _ in fired_ticks()]
     # Consecutive cron ticks, none twice, none skipped while the workers ran.
-    assert all(later == next_fire_after(SPEC, earlier) for earlier, later in zip(ticks, ticks[1:])), ticks
+    assert all(later == next_fire_after(SPEC, earlier) for earlier, later in itertools.pairwise(ticks)), ticks
     # Across the three processes each tick was fired by exactly one scheduler.
     logged = sorted(datetime.fromisoformat(stamp) for stamp in fire_log_lines(workers, procs))
     assert logged == ticks
@@ -61,8 +65,8 @@ def test_a_restart_after_missed_ticks_fires_once_then_resumes(workers):
     second = workers.start("--concurrency", "1")
     wait_until(lambda: len(fired_ticks()) >= len(before) + 3, timeout=60, message="catch-up and two more ticks")
     stop(workers, [second])
-    ticks = [tick for tick, _ in fired_ticks()][len(before):]
+    ticks = [tick for tick, _ in fired_ticks()][len(before) :]
     # One run for the missed ticks, keyed by the first one owed; then the schedule's rhythm again.
     assert ticks[0] == owed
     assert ticks[1] - owed >= 3 * (next_fire_after(SPEC, owed) - owed)
-    assert all(later == next_fire_after(SPEC, earlier) for earlier, later in zip(ticks[1:], ticks[2:])), ticks
+    assert all(later == next_fire_after(SPEC, earlier) for earlier, later in itertools.pairwise(ticks[1:])), ticks

@@ -20,8 +20,11 @@ def test_a_single_slot_worker_runs_other_work_while_a_run_sleeps_and_resumes_it_
     workers.start("--concurrency", "1", DURABLE_TEST_POLL_SECONDS="30")
     wait_until(lambda: status(sleeper.run_id) == "waiting", message="the sleeper to suspend")
     others = [api.enqueue("tests.noop", {"n": n}) for n in range(20)]
-    wait_until(lambda: all(status(run.run_id) == "succeeded" for run in others), timeout=30,
-               message="other runs to finish while the sleeper sleeps")
+    wait_until(
+        lambda: all(status(run.run_id) == "succeeded" for run in others),
+        timeout=30,
+        message="other runs to finish while the sleeper sleeps",
+    )
     assert status(sleeper.run_id) == "waiting"
     wait_until(lambda: status(sleeper.run_id) == "succeeded", timeout=30, message="the sleeper to wake")
     done = api.get_run(sleeper.run_id)
@@ -56,8 +59,10 @@ def test_cancelling_a_running_run_lands_it_cancelled_at_its_next_step(workers):
 
     run = api.enqueue("tests.busy_steps", {"steps": 10000, "pause": 0.02})
     workers.start("--concurrency", "1")
-    wait_until(lambda: sql("SELECT count(*) FROM durable_step WHERE run_id = %s", [run.run_id])[0][0] > 3,
-               message="the run to be busy")
+    wait_until(
+        lambda: sql("SELECT count(*) FROM durable_step WHERE run_id = %s", [run.run_id])[0][0] > 3,
+        message="the run to be busy",
+    )
     assert api.cancel(run.run_id) == CancelOutcome.REQUESTED
     wait_until(lambda: status(run.run_id) == "cancelled", timeout=10, message="the cancel to land")
     cancelled = api.get_run(run.run_id)
@@ -69,8 +74,7 @@ def test_cancelling_a_run_inside_a_long_step_lands_it_at_the_heartbeat(workers):
 
     run = api.enqueue("tests.slow", {"seconds": 60, "tag": "hb"})
     workers.start("--concurrency", "1", DURABLE_TEST_LEASE_SECONDS="1.5")
-    wait_until(lambda: effects.exists("slow-started-hb"),
-               message="the attempt to start")
+    wait_until(lambda: effects.exists("slow-started-hb"), message="the attempt to start")
     assert api.cancel(run.run_id) == CancelOutcome.REQUESTED
     wait_until(lambda: status(run.run_id) == "cancelled", timeout=10, message="the heartbeat to land the cancel")
     assert api.get_run(run.run_id).output is None

@@ -25,8 +25,7 @@ def status(run_id):
 def test_sigkill_inside_the_second_step_is_finished_by_another_worker_with_the_first_step_once(workers):
     run = api.enqueue("tests.two_steps", {"second_sleep": 60})
     doomed = workers.start("--concurrency", "1", **SHORT_LEASE)
-    wait_until(lambda: effects.exists("in-second"),
-               message="the second step to start")
+    wait_until(lambda: effects.exists("in-second"), message="the second step to start")
     doomed.send_signal(signal.SIGKILL)
     doomed.wait(timeout=10)
     sql("UPDATE durable_run SET input = '{\"second_sleep\": 0}' WHERE run_id = %s", [run.run_id])
@@ -42,8 +41,7 @@ def test_sigkill_inside_the_second_step_is_finished_by_another_worker_with_the_f
 def test_a_worker_paused_past_its_lease_cannot_change_the_output_after_sigcont(workers):
     run = api.enqueue("tests.two_steps", {"second_sleep": 3})
     paused = workers.start("--concurrency", "1", **SHORT_LEASE)
-    wait_until(lambda: effects.exists("in-second"),
-               message="the second step to start")
+    wait_until(lambda: effects.exists("in-second"), message="the second step to start")
     paused.send_signal(signal.SIGSTOP)
     sql("UPDATE durable_run SET input = '{\"second_sleep\": 0}' WHERE run_id = %s", [run.run_id])
     workers.start("--concurrency", "1", **SHORT_LEASE)
@@ -54,7 +52,11 @@ def test_a_worker_paused_past_its_lease_cannot_change_the_output_after_sigcont(w
     time.sleep(4)  # the paused attempt wakes, finishes its step and tries to journal and complete
     after = api.get_run(run.run_id)
     assert (after.status, after.output, after.attempts, after.updated_at) == (
-        finished.status, finished.output, finished.attempts, finished.updated_at)
+        finished.status,
+        finished.output,
+        finished.attempts,
+        finished.updated_at,
+    )
     assert sql("SELECT step_id, result::text FROM durable_step ORDER BY step_id") == journal_before
 
 
@@ -87,8 +89,7 @@ def test_sigterm_stops_an_idle_worker_promptly(workers):
 def test_sigterm_lets_a_busy_attempt_finish_before_exiting(workers):
     run = api.enqueue("tests.slow", {"seconds": 2, "tag": "busy"})
     worker = workers.start("--concurrency", "1")
-    wait_until(lambda: effects.exists("slow-started-busy"),
-               message="the attempt to start")
+    wait_until(lambda: effects.exists("slow-started-busy"), message="the attempt to start")
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=30) == 0
     assert status(run.run_id) == "succeeded"
@@ -98,8 +99,7 @@ def test_sigterm_lets_a_busy_attempt_finish_before_exiting(workers):
 def test_sigterm_past_the_grace_period_releases_the_run_for_another_worker(workers):
     run = api.enqueue("tests.slow", {"seconds": 30, "tag": "long"})
     worker = workers.start("--concurrency", "1", "--grace", "0.5")
-    wait_until(lambda: effects.exists("slow-started-long"),
-               message="the attempt to start")
+    wait_until(lambda: effects.exists("slow-started-long"), message="the attempt to start")
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=20) == 0
     released = api.get_run(run.run_id)
@@ -110,8 +110,7 @@ def test_sigterm_past_the_grace_period_releases_the_run_for_another_worker(worke
 def test_a_second_signal_stops_at_once(workers):
     api.enqueue("tests.slow", {"seconds": 30, "tag": "twice"})
     worker = workers.start("--concurrency", "1", "--grace", "60")
-    wait_until(lambda: effects.exists("slow-started-twice"),
-               message="the attempt to start")
+    wait_until(lambda: effects.exists("slow-started-twice"), message="the attempt to start")
     worker.send_signal(signal.SIGINT)
     time.sleep(0.5)
     assert worker.poll() is None  # still draining within its 60s grace
@@ -128,8 +127,9 @@ def test_burst_exits_when_nothing_is_due(workers):
     assert status(later.run_id) == "pending"
     log = workers.output(worker)
     # One INFO line per state change, and the summary.
-    assert all(f"claimed run {run.run_id}" in log and f"run {run.run_id} (tests.noop v1) succeeded" in log
-               for run in runs), log
+    assert all(
+        f"claimed run {run.run_id}" in log and f"run {run.run_id} (tests.noop v1) succeeded" in log for run in runs
+    ), log
     assert "summary: claimed 5, running 0, succeeded 5, failed 0" in log, log
 
 
@@ -182,14 +182,16 @@ def test_a_worker_survives_a_postgresql_restart_and_loses_no_run(workers):
         env = workers.env(DATABASE_URL=server.get_uri(), DURABLE_TEST_POLL_SECONDS="1")
 
         def manage(*args):
-            result = subprocess.run([sys.executable, "-m", "django", *args], env=env, cwd=ROOT,
-                                    capture_output=True, text=True, timeout=120)
+            result = subprocess.run(
+                [sys.executable, "-m", "django", *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+            )
             assert result.returncode == 0, result.stderr
             return result.stdout
 
         def status_on_private_server(run_id):
-            return next((line.split()[1] for line in manage("durable_runs").splitlines()
-                         if line.startswith(run_id)), None)
+            return next(
+                (line.split()[1] for line in manage("durable_runs").splitlines() if line.startswith(run_id)), None
+            )
 
         manage("migrate", "durable_django", "-v", "0")
         worker = workers.start("--concurrency", "2", env=env)
@@ -197,8 +199,11 @@ def test_a_worker_survives_a_postgresql_restart_and_loses_no_run(workers):
         wait_until(lambda: status_on_private_server(before) == "succeeded", message="the first run")
         pg_ctl(["-w", "restart", "-m", "fast"], pgdata=server.pgdata, user=server.system_user)
         after = manage("durable_enqueue", "tests.noop", '{"when": "after"}').split()[-1]
-        wait_until(lambda: status_on_private_server(after) == "succeeded", timeout=60,
-                   message="the run enqueued after the restart")
+        wait_until(
+            lambda: status_on_private_server(after) == "succeeded",
+            timeout=60,
+            message="the run enqueued after the restart",
+        )
         assert worker.poll() is None
         log = workers.output(worker)
         assert "claim failed" in log or "listener lost its connection" in log
@@ -213,9 +218,14 @@ def test_the_worker_refuses_a_database_without_the_durable_migrations(workers):
     sql("CREATE DATABASE durable_unmigrated")
     try:
         url = subprocess_database_url().replace(f"/{_test_db_name()}", "/durable_unmigrated")
-        result = subprocess.run([sys.executable, "-m", "django", "durable_worker", "--burst"],
-                                env=workers.env(DATABASE_URL=url), cwd=ROOT, capture_output=True, text=True,
-                                timeout=60)
+        result = subprocess.run(
+            [sys.executable, "-m", "django", "durable_worker", "--burst"],
+            env=workers.env(DATABASE_URL=url),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     finally:
         sql("DROP DATABASE durable_unmigrated")
     assert result.returncode != 0
@@ -239,5 +249,4 @@ def test_a_busy_worker_never_holds_a_run_back_from_an_idle_one(workers):
     idle = workers.start("--concurrency", "1", DURABLE_TEST_POLL_SECONDS="60")
     # Held back behind the first, the second would start after 60s.
     wait_until(lambda: effects.exists("slow-started-b"), timeout=20, message="the second long run to start")
-    assert {api.get_run(run.run_id).worker_id.rsplit(":", 2)[1] for run in long_runs} == {
-        str(busy.pid), str(idle.pid)}
+    assert {api.get_run(run.run_id).worker_id.rsplit(":", 2)[1] for run in long_runs} == {str(busy.pid), str(idle.pid)}

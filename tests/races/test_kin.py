@@ -25,7 +25,8 @@ def parent_with_running_child():
     api.enqueue("tests.noop", {"role": "parent"})
     [parent] = claim(limit=1)
     params = submit.with_engine_key(
-        submit.build("tests.noop", {"role": "child"}, parent_run_id=parent.run_id), f"spawn:{parent.run_id}:s")
+        submit.build("tests.noop", {"role": "child"}, parent_run_id=parent.run_id), f"spawn:{parent.run_id}:s"
+    )
     child_id = journal.spawn(parent.run_id, parent.attempts, "v1:spawn:0", params)
     [child] = claim(limit=1)
     assert child.run_id == child_id
@@ -33,8 +34,14 @@ def parent_with_running_child():
 
 
 def wait_for(parent, child):
-    return journal.wait_for_child(parent.run_id, parent.attempts, "v1:wait:0", "v1:wait:0#deadline",
-                                  child_run_id=child.run_id, timeout_seconds=None)
+    return journal.wait_for_child(
+        parent.run_id,
+        parent.attempts,
+        "v1:wait:0",
+        "v1:wait:0#deadline",
+        child_run_id=child.run_id,
+        timeout_seconds=None,
+    )
 
 
 def test_a_child_landing_while_its_parent_suspends_on_it_never_strands_the_parent():
@@ -58,7 +65,8 @@ def test_cancelling_a_waiting_parent_while_its_child_lands_never_fails_and_ends_
         parent, child = parent_with_running_child()
         assert wait_for(parent, child).suspended
         outcome, landed = run_in_threads(
-            2, lambda i: api.cancel(parent.run_id) if i == 0 else complete(child, '"done"'))
+            2, lambda i: api.cancel(parent.run_id) if i == 0 else complete(child, '"done"')
+        )
         assert outcome == CancelOutcome.CANCELLED
         assert api.get_run(parent.run_id).status == "cancelled"
         # A running child is only asked to stop, so its completion wins either way.
@@ -69,8 +77,7 @@ def test_cancelling_a_child_while_it_lands_wakes_its_waiting_parent_either_way()
     for _ in range(ROUNDS):
         parent, child = parent_with_running_child()
         assert wait_for(parent, child).suspended
-        outcome, landed = run_in_threads(
-            2, lambda i: api.cancel(child.run_id) if i == 0 else complete(child, '"done"'))
+        outcome, landed = run_in_threads(2, lambda i: api.cancel(child.run_id) if i == 0 else complete(child, '"done"'))
         assert outcome in (CancelOutcome.REQUESTED, CancelOutcome.REFUSED)
         assert landed == "succeeded"
         woken = api.get_run(parent.run_id)
@@ -85,8 +92,16 @@ def test_a_signal_emitted_while_its_run_suspends_on_it_is_never_lost():
 
         def race(index):
             if index == 0:
-                return journal.wait_for_signal(run.run_id, run.attempts, "v1:wait:0", "v1:wait:0#deadline",
-                                               signal="go", occurrence=0, timeout_seconds=None, default=None)
+                return journal.wait_for_signal(
+                    run.run_id,
+                    run.attempts,
+                    "v1:wait:0",
+                    "v1:wait:0#deadline",
+                    signal="go",
+                    occurrence=0,
+                    timeout_seconds=None,
+                    default=None,
+                )
             return api.emit_signal(run.run_id, "go", {"round": round_})
 
         waited, stored = run_in_threads(2, race)
@@ -109,8 +124,9 @@ def finished_tree_ready_to_purge():
 
 
 def orphan_signals() -> int:
-    [(count,)] = sql("SELECT count(*) FROM durable_signal s WHERE NOT EXISTS "
-                     "(SELECT 1 FROM durable_run r WHERE r.run_id = s.run_id)")
+    [(count,)] = sql(
+        "SELECT count(*) FROM durable_signal s WHERE NOT EXISTS (SELECT 1 FROM durable_run r WHERE r.run_id = s.run_id)"
+    )
     return count
 
 
@@ -146,6 +162,7 @@ def test_a_purge_while_an_emit_holds_the_run_leaves_run_and_signal_together():
     holder = threading.Thread(target=emit_and_hold)
     holder.start()
     assert emitted.wait(30)
+
     def purge():
         try:
             purged.append(api.purge_finished(older_than=timedelta(days=1)))

@@ -8,8 +8,13 @@ from durable_django.worker.loop import WorkerOptions
 def claim(limit=10, lease_seconds=30.0, worker_id="test-worker", start_now=None, **options):
     """Claim through the store as a worker with these options would (all started, unless ``start_now`` says)."""
     bounds = WorkerOptions(**options).claim_bounds()
-    claimed = claims.claim(limit=limit, start_now=limit if start_now is None else start_now,
-                           lease_seconds=lease_seconds, worker_id=worker_id, bounds=bounds)
+    claimed = claims.claim(
+        limit=limit,
+        start_now=limit if start_now is None else start_now,
+        lease_seconds=lease_seconds,
+        worker_id=worker_id,
+        bounds=bounds,
+    )
     return [item.run for item in claimed]
 
 

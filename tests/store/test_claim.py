@@ -79,7 +79,8 @@ def test_a_stale_token_cannot_complete_fail_or_heartbeat_a_reclaimed_run():
     [stale_beat] = claims.heartbeat([(stale.run_id, stale.attempts)], 30).values()
     assert (stale_beat.renewed, stale_beat.held) == (False, False)
     assert claims.heartbeat([(fresh.run_id, fresh.attempts)], 30) == {
-        (fresh.run_id, fresh.attempts): claims.Renewal(renewed=True, cancel_requested=False, held=True)}
+        (fresh.run_id, fresh.attempts): claims.Renewal(renewed=True, cancel_requested=False, held=True)
+    }
     current = api.get_run(fresh.run_id)
     assert (current.status, current.output, current.failures) == ("running", None, 0)
     assert complete(fresh, '"fresh"') == "succeeded"
@@ -115,7 +116,7 @@ def test_a_batch_landing_lands_held_runs_and_refuses_a_stale_token():
     held = claim()
     assert {run.run_id for run in held} == {run.run_id for run in fresh_runs}
     batch = [landing.Finished(run.run_id, run.attempts, f'{{"n": {i}}}', None) for i, run in enumerate(held)]
-    landed = landing.complete_many(batch + [landing.Finished(stale.run_id, stale.attempts, '"stale"', None)])
+    landed = landing.complete_many([*batch, landing.Finished(stale.run_id, stale.attempts, '"stale"', None)])
     assert landed == {run.run_id for run in held}
     assert [api.get_run(run.run_id).output for run in held] == [{"n": 0}, {"n": 1}, {"n": 2}]
     assert api.get_run(reclaimed.run_id).status == "running"

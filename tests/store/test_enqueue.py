@@ -36,10 +36,9 @@ def test_a_later_submit_returns_the_original_run_unchanged():
 
 def test_rollback_leaves_no_row_and_wakes_no_listener():
     with listening(["durable_wake"]) as listener:
-        with pytest.raises(RuntimeError):
-            with transaction.atomic():
-                api.enqueue("tests.noop", {})
-                raise RuntimeError("roll back")
+        with pytest.raises(RuntimeError), transaction.atomic():
+            api.enqueue("tests.noop", {})
+            raise RuntimeError("roll back")
         assert count_runs() == 0
         assert list(listener.notifies(timeout=0.3)) == []
         with transaction.atomic():
@@ -67,7 +66,8 @@ def test_one_key_in_two_tenants_gives_two_runs_and_no_cross_tenant_read():
     untagged = api.enqueue("tests.noop", {}, idempotency_key="k")
     assert len({run_a.run_id, run_b.run_id, untagged.run_id}) == 3
     assert sorted(r[0] for r in sql("SELECT idempotency_key FROM durable_run")) == sorted(
-        [f"{tenant_a}:k", f"{tenant_b}:k", ":k"])
+        [f"{tenant_a}:k", f"{tenant_b}:k", ":k"]
+    )
     assert run_a.idempotency_key == "k" and run_a.tenant_id == str(tenant_a)
     assert api.get_run(run_a.run_id, tenant_id=tenant_b) is None
     assert api.get_run(run_a.run_id, tenant_id=tenant_a).run_id == run_a.run_id
@@ -107,34 +107,38 @@ def test_a_spawned_childs_key_cannot_be_taken_by_an_ordinary_submit():
 def test_json_null_input_and_output_are_stored_as_json_null():
     run = api.enqueue("tests.noop", None)
     assert sql("SELECT input IS NULL, jsonb_typeof(input) FROM durable_run WHERE run_id = %s", [run.run_id]) == [
-        (False, "null")]
+        (False, "null")
+    ]
 
 
-@pytest.mark.parametrize("call, error", [
-    (lambda: api.enqueue("tests.nobody", {}), UnknownFunction),
-    (lambda: api.enqueue("tests.noop", {"x": object()}), InvalidInput),
-    (lambda: api.enqueue("tests.noop", {"x": float("nan")}), InvalidInput),
-    (lambda: api.enqueue("tests.noop", {}, available_at=datetime(2030, 1, 1)), InvalidInput),
-    (lambda: api.enqueue("tests.noop", {}, delay=-1), InvalidInput),
-    (lambda: api.enqueue("tests.noop", {}, delay="soon"), InvalidInput),
-    (lambda: api.enqueue("tests.noop", {}, tenant_id="acme"), InvalidInput),
-    (lambda: api.enqueue("tests.noop", {}, priority=1000), InvalidInput),
-    (lambda: api.enqueue("tests.noop", {}, idempotency_key=""), InvalidInput),
-    (lambda: api.list_runs(cursor="not-a-cursor"), InvalidInput),
-    (lambda: api.get_run("x", tenant_id="not-a-uuid"), InvalidInput),
-    (lambda: api.enqueue("tests.noop", {}, delay=float("inf")), InvalidInput),
-    (lambda: api.enqueue("tests.noop", {}, delay=float("nan")), InvalidInput),
-    (lambda: api.enqueue("tests.noop", {}, delay=1e300), InvalidInput),
-    (lambda: api.enqueue("tests.noop", {}, delay=timedelta.max), InvalidInput),
-    (lambda: api.enqueue("tests.noop", {}, delay=10**400), InvalidInput),
-    (lambda: api.enqueue("tests.noop", {}, idempotency_key="k", coalesce_key="c"), InvalidInput),
-    (lambda: api.enqueue("tests.noop", {}, idempotency_key="spawn:run:v1:child:0"), InvalidInput),
-    (lambda: api.enqueue("tests.noop", {}, coalesce_key="schedule:nightly:2030-01-01"), InvalidInput),
-    (lambda: api.enqueue("tests.noop", {}, version=0), InvalidInput),
-    (lambda: api.enqueue("tests.noop", {}, version=True), InvalidInput),
-    (lambda: api.purge_finished(older_than=float("inf")), InvalidInput),
-    (lambda: api.purge_finished(older_than=timedelta.max), InvalidInput),
-])
+@pytest.mark.parametrize(
+    "call, error",
+    [
+        (lambda: api.enqueue("tests.nobody", {}), UnknownFunction),
+        (lambda: api.enqueue("tests.noop", {"x": object()}), InvalidInput),
+        (lambda: api.enqueue("tests.noop", {"x": float("nan")}), InvalidInput),
+        (lambda: api.enqueue("tests.noop", {}, available_at=datetime(2030, 1, 1)), InvalidInput),
+        (lambda: api.enqueue("tests.noop", {}, delay=-1), InvalidInput),
+        (lambda: api.enqueue("tests.noop", {}, delay="soon"), InvalidInput),
+        (lambda: api.enqueue("tests.noop", {}, tenant_id="acme"), InvalidInput),
+        (lambda: api.enqueue("tests.noop", {}, priority=1000), InvalidInput),
+        (lambda: api.enqueue("tests.noop", {}, idempotency_key=""), InvalidInput),
+        (lambda: api.list_runs(cursor="not-a-cursor"), InvalidInput),
+        (lambda: api.get_run("x", tenant_id="not-a-uuid"), InvalidInput),
+        (lambda: api.enqueue("tests.noop", {}, delay=float("inf")), InvalidInput),
+        (lambda: api.enqueue("tests.noop", {}, delay=float("nan")), InvalidInput),
+        (lambda: api.enqueue("tests.noop", {}, delay=1e300), InvalidInput),
+        (lambda: api.enqueue("tests.noop", {}, delay=timedelta.max), InvalidInput),
+        (lambda: api.enqueue("tests.noop", {}, delay=10**400), InvalidInput),
+        (lambda: api.enqueue("tests.noop", {}, idempotency_key="k", coalesce_key="c"), InvalidInput),
+        (lambda: api.enqueue("tests.noop", {}, idempotency_key="spawn:run:v1:child:0"), InvalidInput),
+        (lambda: api.enqueue("tests.noop", {}, coalesce_key="schedule:nightly:2030-01-01"), InvalidInput),
+        (lambda: api.enqueue("tests.noop", {}, version=0), InvalidInput),
+        (lambda: api.enqueue("tests.noop", {}, version=True), InvalidInput),
+        (lambda: api.purge_finished(older_than=float("inf")), InvalidInput),
+        (lambda: api.purge_finished(older_than=timedelta.max), InvalidInput),
+    ],
+)
 def test_bad_input_raises_a_typed_error_and_writes_nothing(call, error):
     with pytest.raises(error):
         call()

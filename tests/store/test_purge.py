@@ -19,7 +19,8 @@ def make_runs(prefix, count, *, statuses=("succeeded",), landed_ago=timedelta(da
     Runs are named ``{prefix}{i}``, cycle through ``statuses`` and land one second apart,
     ``landed_ago`` before now for the newest.
     """
-    sql("""
+    sql(
+        """
         WITH made AS (
             INSERT INTO durable_run (run_id, name, status, input, retry_policy, parent_run_id,
                                      created_at, updated_at, finished_at)
@@ -34,8 +35,16 @@ def make_runs(prefix, count, *, statuses=("succeeded",), landed_ago=timedelta(da
         )
         INSERT INTO durable_step (run_id, step_id, result, created_at)
         SELECT run_id, 'v1:step:' || n, to_jsonb(n), now() FROM made, generate_series(1, %(steps)s) n
-    """, {"prefix": prefix, "count": count, "statuses": list(statuses), "ago": landed_ago, "steps": steps,
-          "parent": parent})
+    """,
+        {
+            "prefix": prefix,
+            "count": count,
+            "statuses": list(statuses),
+            "ago": landed_ago,
+            "steps": steps,
+            "parent": parent,
+        },
+    )
 
 
 def ids(pattern):

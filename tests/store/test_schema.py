@@ -60,22 +60,37 @@ def test_indexes_match_the_seed_definitions_and_nothing_else(table):
 
 
 def test_no_like_pattern_indexes_on_text_keys():
-    assert sql("SELECT indexname FROM pg_indexes WHERE tablename LIKE 'durable_%%' AND indexdef LIKE '%%pattern_ops%%'") == []
+    assert (
+        sql("SELECT indexname FROM pg_indexes WHERE tablename LIKE 'durable_%%' AND indexdef LIKE '%%pattern_ops%%'")
+        == []
+    )
 
 
 def test_column_types_follow_the_seed():
-    rows = dict(sql(
-        "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'durable_run'"))
+    rows = dict(sql("SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'durable_run'"))
     expected = {
-        "run_id": "text", "name": "text", "status": "text", "idempotency_key": "text", "coalesce_key": "text",
-        "input": "jsonb", "output": "jsonb", "error": "text", "tenant_id": "uuid", "attempts": "integer",
-        "leased_until": "timestamp with time zone", "available_at": "timestamp with time zone",
-        "created_at": "timestamp with time zone", "updated_at": "timestamp with time zone",
-        "cancel_requested_at": "timestamp with time zone", "cancel_refused_at": "timestamp with time zone",
+        "run_id": "text",
+        "name": "text",
+        "status": "text",
+        "idempotency_key": "text",
+        "coalesce_key": "text",
+        "input": "jsonb",
+        "output": "jsonb",
+        "error": "text",
+        "tenant_id": "uuid",
+        "attempts": "integer",
+        "leased_until": "timestamp with time zone",
+        "available_at": "timestamp with time zone",
+        "created_at": "timestamp with time zone",
+        "updated_at": "timestamp with time zone",
+        "cancel_requested_at": "timestamp with time zone",
+        "cancel_refused_at": "timestamp with time zone",
     }
     assert {column: rows[column] for column in expected} == expected
-    assert sql("SELECT column_default FROM information_schema.columns "
-               "WHERE table_name = 'durable_run' AND column_name = 'attempts'") == [("0",)]
+    assert sql(
+        "SELECT column_default FROM information_schema.columns "
+        "WHERE table_name = 'durable_run' AND column_name = 'attempts'"
+    ) == [("0",)]
 
 
 def explain_claim(*, analyze: bool) -> str:

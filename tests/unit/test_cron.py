@@ -1,13 +1,13 @@
 """Cron next-fire arithmetic, DST rules included: pure, no database."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from durable_django.engine.cron import next_fire_after, normalize, parse
 from durable_django.exceptions import InvalidInput, InvalidSchedule
 
-UTC = timezone.utc
+UTC = UTC
 
 
 def ticks(expression, tz, start, count):
@@ -60,8 +60,14 @@ def test_a_repeated_wall_time_fires_once_at_its_first_pass():
 
 def test_an_every_hour_schedule_fires_in_both_passes_of_the_repeated_hour():
     out = ticks("*/30 * * * *", "Europe/Berlin", utc(2025, 10, 25, 23, 45), 6)
-    assert out == [utc(2025, 10, 26, 0, 0), utc(2025, 10, 26, 0, 30), utc(2025, 10, 26, 1, 0),
-                   utc(2025, 10, 26, 1, 30), utc(2025, 10, 26, 2, 0), utc(2025, 10, 26, 2, 30)]
+    assert out == [
+        utc(2025, 10, 26, 0, 0),
+        utc(2025, 10, 26, 0, 30),
+        utc(2025, 10, 26, 1, 0),
+        utc(2025, 10, 26, 1, 30),
+        utc(2025, 10, 26, 2, 0),
+        utc(2025, 10, 26, 2, 30),
+    ]
     # Asked from inside the second pass, it continues there rather than going back.
     spec = parse("*/30 * * * *", "Europe/Berlin")
     assert next_fire_after(spec, utc(2025, 10, 26, 1, 10)) == utc(2025, 10, 26, 1, 30)
@@ -83,7 +89,10 @@ def test_new_york_dst_both_ways():
 
 def test_six_fields_put_seconds_first():
     assert ticks("*/20 * * * * *", "UTC", utc(2025, 1, 1, 0, 0, 5), 3) == [
-        utc(2025, 1, 1, 0, 0, 20), utc(2025, 1, 1, 0, 0, 40), utc(2025, 1, 1, 0, 1, 0)]
+        utc(2025, 1, 1, 0, 0, 20),
+        utc(2025, 1, 1, 0, 0, 40),
+        utc(2025, 1, 1, 0, 1, 0),
+    ]
 
 
 def test_aliases_and_whitespace():
@@ -91,20 +100,33 @@ def test_aliases_and_whitespace():
     assert normalize("  0   3 * *\t* ") == "0 3 * * *"
 
 
-@pytest.mark.parametrize("expression", ["", "   ", "61 * * * *", "* * *", "0 0 * * * * *", "0 0 30 2 *",
-                                        "every day", None, 5, "H * * * *"])
+@pytest.mark.parametrize(
+    "expression", ["", "   ", "61 * * * *", "* * *", "0 0 * * * * *", "0 0 30 2 *", "every day", None, 5, "H * * * *"]
+)
 def test_invalid_expressions_raise_invalid_schedule(expression):
     with pytest.raises(InvalidSchedule):
         parse(expression)
 
 
-@pytest.mark.parametrize("tz", [
-    "Mars/Olympus", "", None, "../etc/passwd", "../etc", 3,
-    # Folders of the zoneinfo tree: opening one is an IsADirectoryError, not a missing zone.
-    "Europe", "America", "Etc",
-    "Europe/Berlin\x00", "\x00",
-    pytest.param("x" * 10_000, id="long-name"), pytest.param("Europe/" * 2_000, id="long-path"),
-])
+@pytest.mark.parametrize(
+    "tz",
+    [
+        "Mars/Olympus",
+        "",
+        None,
+        "../etc/passwd",
+        "../etc",
+        3,
+        # Folders of the zoneinfo tree: opening one is an IsADirectoryError, not a missing zone.
+        "Europe",
+        "America",
+        "Etc",
+        "Europe/Berlin\x00",
+        "\x00",
+        pytest.param("x" * 10_000, id="long-name"),
+        pytest.param("Europe/" * 2_000, id="long-path"),
+    ],
+)
 def test_invalid_zones_raise_invalid_schedule(tz):
     with pytest.raises(InvalidSchedule) as info:
         parse("* * * * *", tz)

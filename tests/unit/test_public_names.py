@@ -14,17 +14,36 @@ def test_every_public_name_resolves(name):
 
 def test_an_unknown_name_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
-        durable_django.nothing_here  # noqa: B018
+        durable_django.nothing_here
 
 
-@pytest.mark.parametrize("path, names", [
-    ("durable_django.tasks", ["DurableBackend", "DurableTask"]),
-    ("durable_django.api", ["enqueue", "get_run", "cancel", "emit_signal", "resume", "wait_for_result", "list_runs",
-                            "purge_finished", "schedule", "unschedule", "retry_as_new_run"]),
-    ("durable_django.testing", ["run_until_idle", "ensure_database_url"]),
-    ("durable_django.exceptions", ["DurableError", "UnknownFunction", "InvalidInput", "InvalidSchedule",
-                                   "RunNotFound", "NotAChild"]),
-])
+@pytest.mark.parametrize(
+    "path, names",
+    [
+        ("durable_django.tasks", ["DurableBackend", "DurableTask"]),
+        (
+            "durable_django.api",
+            [
+                "enqueue",
+                "get_run",
+                "cancel",
+                "emit_signal",
+                "resume",
+                "wait_for_result",
+                "list_runs",
+                "purge_finished",
+                "schedule",
+                "unschedule",
+                "retry_as_new_run",
+            ],
+        ),
+        ("durable_django.testing", ["run_until_idle", "ensure_database_url"]),
+        (
+            "durable_django.exceptions",
+            ["DurableError", "UnknownFunction", "InvalidInput", "InvalidSchedule", "RunNotFound", "NotAChild"],
+        ),
+    ],
+)
 def test_documented_module_paths_keep_their_names(path, names):
     module = importlib.import_module(path)
     assert all(hasattr(module, name) for name in names)

@@ -7,12 +7,12 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from durable_django.values import aware, seconds
 from durable_django.exceptions import DuplicateRegistration, InvalidInput
 from durable_django.management.arguments import duration, name_list, positive_int, tenant
 from durable_django.registry import Registry
 from durable_django.tenancy import normalize_tenant, scope, unscope
 from durable_django.types import RetryPolicy
+from durable_django.values import aware, seconds
 
 
 def test_retry_delay_grows_by_backoff_and_caps_at_max_delay_without_jitter():
@@ -88,15 +88,22 @@ def test_system_checks_report_invalid_declared_schedules_and_purge_after(setting
     from durable_django.checks import check_settings
 
     assert check_settings() == []
-    settings.DURABLE = {**settings.DURABLE, "PURGE_AFTER": "30 days", "SCHEDULES": {
-        "ok": {"name": "tests.noop", "cron": "0 * * * *"},
-        "bad-cron": {"name": "tests.noop", "cron": "every hour"},
-        "nobody": {"name": "tests.nobody", "cron": "0 * * * *"},
-    }}
+    settings.DURABLE = {
+        **settings.DURABLE,
+        "PURGE_AFTER": "30 days",
+        "SCHEDULES": {
+            "ok": {"name": "tests.noop", "cron": "0 * * * *"},
+            "bad-cron": {"name": "tests.noop", "cron": "every hour"},
+            "nobody": {"name": "tests.nobody", "cron": "0 * * * *"},
+        },
+    }
     errors = {(error.id, error.msg.split(" is invalid")[0]) for error in check_settings()}
     assert errors == {
         ("durable_django.E007", "DURABLE['SCHEDULES'] entry 'bad-cron'"),
         ("durable_django.E007", "DURABLE['SCHEDULES'] entry 'nobody'"),
-        ("durable_django.E008", "DURABLE['PURGE_AFTER'] must be a timedelta or a number of seconds, got '30 days' (a "
-                                "timedelta, a number of seconds, or None)."),
+        (
+            "durable_django.E008",
+            "DURABLE['PURGE_AFTER'] must be a timedelta or a number of seconds, got '30 days' (a "
+            "timedelta, a number of seconds, or None).",
+        ),
     }

@@ -50,6 +50,7 @@ def versioned_v2(ctx, input):
 
 
 if not os.environ.get("DURABLE_TEST_WITHOUT_V1"):
+
     @durable_function("tests.versioned", version=1)
     def versioned_v1(ctx, input):
         return {"version": 1}
@@ -76,8 +77,10 @@ def slow(ctx, input):
 
 @durable_function("tests.falsy_steps")
 def falsy_steps(ctx, input):
-    values = [ctx.step(f"s{i}", lambda v=v: effects.record("falsy", repr(v)) or v)
-              for i, v in enumerate([None, 0, "", [], False])]
+    values = [
+        ctx.step(f"s{i}", lambda v=v: effects.record("falsy", repr(v)) or v)
+        for i, v in enumerate([None, 0, "", [], False])
+    ]
     if ctx.attempt == 1:
         raise RuntimeError("fail after journalling, so the retry replays")
     return values
@@ -212,6 +215,7 @@ async def async_fails(ctx, input):
 @durable_function("tests.counted_steps")
 def counted_steps(ctx, input):
     """Each step's function records one line per execution, so a test can count re-executions."""
+
     def work(index):
         effects.record(f"counted-{ctx.run_id}", str(index))
         time.sleep(input.get("pause", 0))

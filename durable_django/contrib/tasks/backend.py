@@ -20,8 +20,8 @@ from ...api import task_runs
 from ...exceptions import InvalidInput
 from ...types import RetryPolicy
 from .compat import BaseTaskBackend, InvalidTask, InvalidTaskBackend, Task, TaskResultDoesNotExist, task_enqueued
-from .results import json_value, task_for_run, task_result
 from .paths import resolve_task
+from .results import json_value, task_for_run, task_result
 
 __all__ = ["DurableBackend", "DurableTask"]
 
@@ -92,8 +92,14 @@ class DurableBackend(BaseTaskBackend):
         run_after = task.run_after
         if run_after is not None and timezone.is_naive(run_after):
             run_after = timezone.make_aware(run_after)  # USE_TZ=False: the current time zone
-        run = task_runs.enqueue(task.module_path, payload, queue=task.queue_name, priority=task.priority,
-                                available_at=run_after, retry=getattr(task, "retry", None) or self.retry)
+        run = task_runs.enqueue(
+            task.module_path,
+            payload,
+            queue=task.queue_name,
+            priority=task.priority,
+            available_at=run_after,
+            retry=getattr(task, "retry", None) or self.retry,
+        )
         result = task_result(task, run, backend=self.alias, last_attempted_at=None, journal={})
         task_enqueued.send(type(self), task_result=result)
         return result
@@ -115,8 +121,9 @@ class DurableBackend(BaseTaskBackend):
         if found is None:
             raise TaskResultDoesNotExist(result_id)
         task = task_for_run(resolve_task(found.run.name), found.run)
-        return task_result(task, found.run, backend=self.alias, last_attempted_at=found.claimed_at,
-                           journal=found.journal)
+        return task_result(
+            task, found.run, backend=self.alias, last_attempted_at=found.claimed_at, journal=found.journal
+        )
 
     def check(self, **kwargs):
         """Runs live in durable_django's tables, so the app must be installed."""

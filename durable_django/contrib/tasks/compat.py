@@ -20,7 +20,17 @@ except ImportError:  # Django 5.2: the django-tasks backport.
     from django_tasks.utils import normalize_json
 
 __all__ = [
-    "BaseTaskBackend", "InvalidTask", "InvalidTaskBackend", "Task", "TaskContext", "TaskError", "TaskResult",
-    "TaskResultDoesNotExist", "TaskResultStatus", "normalize_json", "task_enqueued", "task_finished",
+    "BaseTaskBackend",
+    "InvalidTask",
+    "InvalidTaskBackend",
+    "Task",
+    "TaskContext",
+    "TaskError",
+    "TaskResult",
+    "TaskResultDoesNotExist",
+    "TaskResultStatus",
+    "normalize_json",
+    "task_enqueued",
+    "task_finished",
     "task_started",
 ]

@@ -27,7 +27,7 @@ def resolve_task(path: str):
         raise TaskPathError(f"task path {path!r} is not inside an installed app; it is not imported")
     try:
         target = import_string(path)
-    except Exception as exc:  # noqa: BLE001 - a module that fails to import is the same clear error
+    except Exception as exc:  # a module that fails to import is the same clear error, whatever it raised
         raise TaskPathError(f"task path {path!r} does not import in this process: {exc!r}") from exc
     if not isinstance(target, Task):
         raise TaskPathError(f"task path {path!r} names a {type(target).__name__}, not a Django task")

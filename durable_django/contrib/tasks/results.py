@@ -60,8 +60,9 @@ def json_value(value, *, what: str):
     except ValueError as exc:
         raise ValueError(f"Unsupported value in {what}: {exc}") from None
     if decoded != normalized:
-        raise ValueError(f"Unsupported value in {what}: it does not survive a JSON round trip "
-                         "(is a dict key not a string?)")
+        raise ValueError(
+            f"Unsupported value in {what}: it does not survive a JSON round trip (is a dict key not a string?)"
+        )
     return normalized
 
 
@@ -166,6 +167,11 @@ def task_context(task, ctx) -> TaskContext:
     Returns:
         The TaskContext handed to a ``takes_context`` task.
     """
-    result = task_result(task_for_run(task, ctx.run), ctx.run, backend=task.backend,
-                         last_attempted_at=ctx.claimed_at, journal=ctx.journal)
+    result = task_result(
+        task_for_run(task, ctx.run),
+        ctx.run,
+        backend=task.backend,
+        last_attempted_at=ctx.claimed_at,
+        journal=ctx.journal,
+    )
     return TaskContext(task_result=result)

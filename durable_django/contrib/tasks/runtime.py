@@ -29,11 +29,13 @@ from .results import WORKER_STEP, cancellation_error, json_value, task_context, 
 
 logger = logging.getLogger("durable_django.worker")
 
+
 def task_handler(path: str):
     """A (ctx, input) handler that runs the task at ``path`` as one attempt of its run."""
     task = resolve_task(path)
 
     if inspect.iscoroutinefunction(task.func):
+
         async def run_async(ctx, payload):
             await ctx.step(WORKER_STEP, lambda: ctx.run.worker_id, occurrence=ctx.attempt)
             call = TaskAttempt(task, ctx, payload)
@@ -128,5 +130,10 @@ def _log_failures(responses, result) -> None:
     # A broken receiver must not fail (and so re-run) a task: it is logged instead.
     for receiver, response in responses:
         if isinstance(response, BaseException):
-            logger.error("task %s: signal receiver %r raised %r", result.id, receiver, response,
-                         exc_info=(type(response), response, response.__traceback__))
+            logger.error(
+                "task %s: signal receiver %r raised %r",
+                result.id,
+                receiver,
+                response,
+                exc_info=(type(response), response, response.__traceback__),
+            )

@@ -16,7 +16,11 @@ class Command(DurableCommand):
 
     def handle(self, *args, **options):
         run = api.enqueue(
-            options["name"], options["input"], idempotency_key=options["idempotency_key"],
-            tenant_id=options["tenant"], queue=options["queue"], priority=options["priority"],
+            options["name"],
+            options["input"],
+            idempotency_key=options["idempotency_key"],
+            tenant_id=options["tenant"],
+            queue=options["queue"],
+            priority=options["priority"],
         )
         self.stdout.write(f"enqueued {run.name} v{run.version} [{run.status}] {run.run_id}")

@@ -14,8 +14,9 @@ class Command(DurableCommand):
         parser.add_argument("--limit", type=positive_int, default=50)
 
     def handle(self, *args, **options):
-        page = api.list_runs(status=options["status"], name=options["name"], tenant_id=options["tenant"],
-                             limit=options["limit"])
+        page = api.list_runs(
+            status=options["status"], name=options["name"], tenant_id=options["tenant"], limit=options["limit"]
+        )
         for run in page.items:
             self.stdout.write(
                 f"{run.run_id}  {run.status:<9}  {run.name} v{run.version}  attempts={run.attempts}  "

@@ -16,6 +16,11 @@ class Command(DurableCommand):
         parser.add_argument("--occurrence", type=int, default=0)
 
     def handle(self, *args, **options):
-        stored = api.emit_signal(options["run_id"], options["signal"], options["value"],
-                                 occurrence=options["occurrence"], tenant_id=options["tenant"])
+        stored = api.emit_signal(
+            options["run_id"],
+            options["signal"],
+            options["value"],
+            occurrence=options["occurrence"],
+            tenant_id=options["tenant"],
+        )
         self.stdout.write(f"signal {options['signal']} of run {options['run_id']}: {json.dumps(stored)}")

@@ -2,9 +2,9 @@ import logging
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ...engine.preflight import ensure_migrated
 from ...exceptions import MigrationsNotApplied
 from ...worker import Worker, WorkerOptions
-from ...engine.preflight import ensure_migrated
 from ...worker.shutdown import install_shutdown_handlers
 from ..arguments import name_list, non_negative_float, positive_int, tenant
 
@@ -19,8 +19,12 @@ class Command(BaseCommand):
         parser.add_argument("--tenant", type=tenant, help="only this tenant's runs")
         parser.add_argument("--no-scheduler", action="store_true", help="do not fire cron schedules here")
         parser.add_argument("--burst", action="store_true", help="exit once nothing is claimable now")
-        parser.add_argument("--grace", type=non_negative_float, default=30.0,
-                            help="seconds to let attempts finish after SIGTERM before releasing them")
+        parser.add_argument(
+            "--grace",
+            type=non_negative_float,
+            default=30.0,
+            help="seconds to let attempts finish after SIGTERM before releasing them",
+        )
 
     def handle(self, *args, **options):
         _configure_logging(options["verbosity"])
@@ -29,11 +33,17 @@ class Command(BaseCommand):
         except MigrationsNotApplied as exc:
             raise CommandError(str(exc)) from None
         _warn_unknown_functions(options["functions"])
-        worker = Worker(WorkerOptions(
-            concurrency=options["concurrency"], functions=options["functions"], queues=options["queues"],
-            tenant_id=options["tenant"], burst=options["burst"], grace=options["grace"],
-            scheduler=not options["no_scheduler"],
-        ))
+        worker = Worker(
+            WorkerOptions(
+                concurrency=options["concurrency"],
+                functions=options["functions"],
+                queues=options["queues"],
+                tenant_id=options["tenant"],
+                burst=options["burst"],
+                grace=options["grace"],
+                scheduler=not options["no_scheduler"],
+            )
+        )
         install_shutdown_handlers(worker)
         worker.run()
 
@@ -56,5 +66,5 @@ def _warn_unknown_functions(names) -> None:
     for name in names or ():
         if not registry.knows(name):
             logging.getLogger("durable_django.worker").warning(
-                "--functions names %r, which no durable.py registers; only Django Tasks runs by that path match",
-                name)
+                "--functions names %r, which no durable.py registers; only Django Tasks runs by that path match", name
+            )

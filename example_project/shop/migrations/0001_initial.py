@@ -4,62 +4,60 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='Order',
+            name="Order",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('email', models.EmailField(max_length=254)),
-                ('items', models.JSONField()),
-                ('total_cents', models.PositiveIntegerField()),
-                ('fulfilment_run_id', models.TextField(blank=True)),
-                ('confirmation_task_id', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("email", models.EmailField(max_length=254)),
+                ("items", models.JSONField()),
+                ("total_cents", models.PositiveIntegerField()),
+                ("fulfilment_run_id", models.TextField(blank=True)),
+                ("confirmation_task_id", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'db_table': 'shop_order',
-                'ordering': ['-created_at'],
+                "db_table": "shop_order",
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='LedgerEntry',
+            name="LedgerEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('service', models.TextField()),
-                ('action', models.TextField()),
-                ('subject', models.TextField()),
-                ('idempotency_key', models.TextField(unique=True)),
-                ('details', models.JSONField(default=dict)),
-                ('result', models.JSONField(default=dict)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("service", models.TextField()),
+                ("action", models.TextField()),
+                ("subject", models.TextField()),
+                ("idempotency_key", models.TextField(unique=True)),
+                ("details", models.JSONField(default=dict)),
+                ("result", models.JSONField(default=dict)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'verbose_name_plural': 'ledger entries',
-                'db_table': 'shop_ledger',
-                'ordering': ['created_at'],
-                'indexes': [models.Index(fields=['subject', 'action'], name='shop_ledger_subject')],
+                "verbose_name_plural": "ledger entries",
+                "db_table": "shop_ledger",
+                "ordering": ["created_at"],
+                "indexes": [models.Index(fields=["subject", "action"], name="shop_ledger_subject")],
             },
         ),
         migrations.CreateModel(
-            name='ServiceCall',
+            name="ServiceCall",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('service', models.TextField()),
-                ('action', models.TextField()),
-                ('subject', models.TextField()),
-                ('idempotency_key', models.TextField()),
-                ('received_at', models.DateTimeField(auto_now_add=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("service", models.TextField()),
+                ("action", models.TextField()),
+                ("subject", models.TextField()),
+                ("idempotency_key", models.TextField()),
+                ("received_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'db_table': 'shop_service_call',
-                'ordering': ['received_at'],
-                'indexes': [models.Index(fields=['subject', 'action'], name='shop_service_call_subject')],
+                "db_table": "shop_service_call",
+                "ordering": ["received_at"],
+                "indexes": [models.Index(fields=["subject", "action"], name="shop_service_call_subject")],
             },
         ),
     ]
