@@ -2,14 +2,21 @@
 
 ``run_until_idle()`` executes everything claimable in this process, so a
 pytest-django test can enqueue a run and assert on its outcome without a
-worker process. ``ensure_database_url()`` starts an embedded PostgreSQL
-(the ``pgserver`` package) when ``DATABASE_URL`` is unset.
+worker process. Tests never need to sleep: ``make_due()`` lets a run's
+delay, retry backoff, sleep, wait timeout or lease run out now,
+``advance_schedule()`` lets time pass for a cron schedule, and ``claim()``
+takes runs as a worker with given bounds would, to hold them in a test.
+``ensure_database_url()`` starts an embedded PostgreSQL (the ``pgserver``
+package) when ``DATABASE_URL`` is unset.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from datetime import timedelta
+
+from .types import Run, Schedule
 
 
 def ensure_database_url(data_dir: str | None = None, *, keep: bool = False) -> str:
@@ -61,3 +68,80 @@ def run_until_idle(*, functions=None, queues=None, tenant_id=None, max_runs: int
     from .worker.inline import drain
 
     return drain(functions=functions, queues=queues, tenant_id=tenant_id, max_runs=max_runs)
+
+
+def make_due(run_id) -> Run:
+    """Let a run's clock run out now, as if its time had passed.
+
+    A pending run's delay or retry backoff ends; a waiting run's sleep or wait
+    timeout (the deadline it journalled too) is reached; a running run's lease
+    expires, as if its worker had died. Nothing else about the run changes.
+
+    Raises:
+        RunNotFound: there is no such run.
+    """
+    from .api.runs import run_id_of
+    from .exceptions import RunNotFound
+    from .store import clock
+
+    run = clock.make_due(run_id_of(run_id))
+    if run is None:
+        raise RunNotFound(f"no run {run_id}", run_id=str(run_id))
+    return run
+
+
+def advance_schedule(schedule_id: str, by: timedelta, *, tenant_id=None) -> Schedule:
+    """Let ``by`` pass for a cron schedule: its next tick comes that much sooner.
+
+    Ticks that fall in the past are owed, as after a scheduler's downtime: the
+    next scheduler pass fires once for them and moves on (docs/schedules.md).
+
+    Raises:
+        InvalidInput: there is no such schedule in this tenant's namespace.
+    """
+    from .engine.schedules import stored_id
+    from .exceptions import InvalidInput
+    from .store import clock
+    from .values import seconds
+
+    advanced = clock.advance_schedule(stored_id(schedule_id, tenant_id), seconds(by, what="by", allow_none=False))
+    if advanced is None:
+        raise InvalidInput(f"no schedule {schedule_id!r}", schedule_id=schedule_id)
+    return advanced
+
+
+def claim(
+    *,
+    limit: int = 10,
+    functions=None,
+    queues=None,
+    tenant_id=None,
+    lease_seconds: float = 30.0,
+    worker_id: str = "test-worker",
+    started: int | None = None,
+) -> list[Run]:
+    """Claim runs as a worker with these bounds would, and hold them (no handler runs).
+
+    Args:
+        limit: at most this many runs.
+        functions, queues, tenant_id: the worker's bounds (None: all).
+        lease_seconds: the lease the claim takes.
+        worker_id: the id the runs record as their holder.
+        started: how many of them start at once, as for idle slots (None: all); the others are held
+            claimed but not started, as a worker holds runs ahead of its slots.
+
+    Returns:
+        The claimed runs, as the claim left them (``attempts`` is each one's fence token).
+    """
+    from .engine import lifecycle
+    from .store import claims
+
+    bounds = lifecycle.claim_bounds(functions=functions, queues=queues, tenant_id=tenant_id)
+    claimed = claims.claim(
+        limit=limit,
+        start_now=limit if started is None else started,
+        lease_seconds=lease_seconds,
+        worker_id=worker_id,
+        bounds=bounds,
+    )
+    return [item.run for item in claimed]

@@ -1,12 +1,11 @@
 import threading
-import time
 import uuid
 
 import pytest
 
 from durable_django import CancelOutcome, api
 from durable_django.exceptions import InvalidInput, RunNotFound
-from durable_django.testing import run_until_idle
+from durable_django.testing import make_due, run_until_idle
 from tests.helpers import run_in_threads, sql
 from tests.store.factories import claim, complete
 from tests.workflows import effects
@@ -56,9 +55,9 @@ def test_cancel_a_running_run_requests_it_and_its_next_context_call_lands_it_can
 
 def test_a_run_whose_holder_died_is_landed_cancelled_by_recovery_without_its_body(effects_dir):
     run = api.enqueue("tests.two_steps", {})
-    claim(lease_seconds=0.2)
+    claim()
     assert api.cancel(run.run_id) == CancelOutcome.REQUESTED
-    time.sleep(0.3)
+    make_due(run.run_id)  # its holder dies: the lease expires
     run_until_idle()
     assert api.get_run(run.run_id).status == "cancelled"
     assert effects.count("first") == 0
@@ -185,7 +184,7 @@ def test_resume_refuses_a_child_whose_parent_has_finished_and_resuming_the_paren
 
 def test_a_claimed_run_no_slot_started_is_visibly_not_started_and_cancelled_at_once():
     run = api.enqueue("tests.noop", {})
-    [held] = claim(start_now=0)
+    [held] = claim(started=0)
     assert (held.status, held.attempt_started_at, held.started_at) == ("running", None, None)
     assert api.cancel(run.run_id) == CancelOutcome.CANCELLED
     assert api.get_run(run.run_id).status == "cancelled"
@@ -193,8 +192,9 @@ def test_a_claimed_run_no_slot_started_is_visibly_not_started_and_cancelled_at_o
 
 def test_reclaiming_a_dead_workers_runs_counts_a_recovery_only_for_the_one_it_had_started():
     started, waiting = api.enqueue("tests.noop", {"n": 1}), api.enqueue("tests.noop", {"n": 2})
-    claim(start_now=1, lease_seconds=0.1)
-    time.sleep(0.2)
+    claim(started=1)
+    for run in (started, waiting):
+        make_due(run.run_id)  # the worker dies holding both: their leases expire
     reclaimed = {run.run_id: run for run in claim()}
     assert reclaimed[started.run_id].recoveries == 1
     assert reclaimed[waiting.run_id].recoveries == 0

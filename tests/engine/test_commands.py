@@ -8,6 +8,7 @@ from django.core.management import CommandError, call_command
 
 from durable_django import api
 from durable_django.testing import run_until_idle
+from tests.helpers import sql
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,9 +54,16 @@ def test_signal_cancel_and_resume_commands():
     ],
 )
 def test_bad_input_or_an_unknown_run_is_a_message_and_a_failure(args):
+    # Runs a mistaken command could touch: one waiting for the signal "approval", one finished long ago.
+    api.enqueue("tests.signal_waiter", {})
+    api.enqueue("tests.noop", {})
+    run_until_idle()
+    sql("UPDATE durable_run SET updated_at = now() - interval '60 days' WHERE name = 'tests.noop'")
+    before = api.list_runs().items
+    assert sorted(run.status for run in before) == ["succeeded", "waiting"]
     with pytest.raises(CommandError):
         call(*args)
-    assert api.list_runs().items == []
+    assert api.list_runs().items == before  # nothing added, nothing changed
 
 
 def test_purge_command_deletes_old_finished_runs():

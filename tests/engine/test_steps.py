@@ -1,7 +1,7 @@
 import pytest
 
 from durable_django import api
-from durable_django.testing import run_until_idle
+from durable_django.testing import make_due, run_until_idle
 from tests.helpers import sql
 from tests.workflows import effects
 
@@ -22,9 +22,7 @@ def test_a_two_step_run_succeeds_with_its_output_and_journal(effects_dir):
 def test_falsy_step_results_replay_from_the_journal_without_running_again(effects_dir):
     run = api.enqueue("tests.falsy_steps", {})
     run_until_idle()
-    import time
-
-    time.sleep(0.1)  # the fixture policy's retry delay is 0.05s
+    make_due(run.run_id)  # the retry's backoff passes
     run_until_idle()
     done = api.get_run(run.run_id)
     assert done.status == "succeeded", done.error
@@ -62,7 +60,6 @@ def test_idempotency_key_is_stable_per_run_version_step_and_occurrence():
 
 
 def test_a_failing_function_is_retried_with_backoff_then_fails_with_its_traceback(effects_dir):
-    import time
 
     run = api.enqueue("tests.always_fails", {})
     run_until_idle()
@@ -71,7 +68,7 @@ def test_a_failing_function_is_retried_with_backoff_then_fails_with_its_tracebac
     assert first.available_at > first.updated_at  # backoff: not claimable at once
     assert run_until_idle() == 0
     for _ in range(2):
-        time.sleep(1.1)  # the fixture policy waits 0.2s then 0.4s
+        make_due(run.run_id)  # the backoff passes
         run_until_idle()
     failed = api.get_run(run.run_id)
     assert failed.status == "failed" and failed.failures == 3 and failed.attempts == 3

@@ -1,11 +1,11 @@
-import time
 import uuid
+from datetime import timedelta
 
 import pytest
 
 from durable_django import api
 from durable_django.exceptions import RunNotFound
-from durable_django.testing import run_until_idle
+from durable_django.testing import make_due, run_until_idle
 from tests.helpers import run_in_threads, sql
 from tests.workflows import effects
 
@@ -13,14 +13,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_sleep_journals_a_database_deadline_releases_the_lease_and_resumes_after_it(effects_dir):
-    run = api.enqueue("tests.sleeper", {"seconds": 0.5})
+    run = api.enqueue("tests.sleeper", {"seconds": 3600})
     run_until_idle()
     asleep = api.get_run(run.run_id)
     assert asleep.status == "waiting" and asleep.waiting_for == "sleep" and asleep.leased_until is None
-    [(deadline_json,)] = sql("SELECT result->>'at' FROM durable_step WHERE step_id = 'v1:nap:0'")
-    assert deadline_json is not None
+    [(deadline,)] = sql("SELECT (result->>'at')::timestamptz FROM durable_step WHERE step_id = 'v1:nap:0'")
+    assert deadline == asleep.available_at and deadline - asleep.updated_at >= timedelta(minutes=59)
     assert run_until_idle() == 0  # nothing is claimable before the deadline
-    time.sleep(0.6)
+    make_due(run.run_id)  # the hour passes
     assert run_until_idle() == 1
     done = api.get_run(run.run_id)
     assert (done.status, done.output, done.failures) == ("succeeded", "after", 0)
@@ -55,9 +55,10 @@ def test_the_first_committed_signal_wins_and_later_emits_return_it():
 
 
 def test_a_wait_timeout_resumes_the_run_with_the_default():
-    run = api.enqueue("tests.signal_waiter", {"timeout": 0.3})
+    run = api.enqueue("tests.signal_waiter", {"timeout": 3600})
     run_until_idle()
-    time.sleep(0.4)
+    assert run_until_idle() == 0
+    make_due(run.run_id)  # the timeout passes
     run_until_idle()
     assert api.get_run(run.run_id).output == {"approval": "no answer"}
 
@@ -90,18 +91,19 @@ def test_a_child_is_spawned_once_awaited_and_wakes_its_parent(effects_dir):
 
 def test_a_failed_child_reports_failed_to_its_parent():
     parent = api.enqueue("tests.parent", {"child": {"fail": True}})
-    for _ in range(6):
+    run_until_idle()
+    for _ in range(2):  # the child's retries come after its backoff
+        make_due(api.get_run(parent.run_id).waiting_for.split(":", 1)[1])
         run_until_idle()
-        time.sleep(0.25)
     outcome = api.get_run(parent.run_id).output["outcome"]
     assert outcome["state"] == "failed" and "child failed on purpose" in outcome["error"]
 
 
 def test_a_result_wait_timeout_cancels_the_child_and_its_descendants():
-    parent = api.enqueue("tests.parent", {"child": {"wait_signal": True}, "timeout": 0.3})
+    parent = api.enqueue("tests.parent", {"child": {"wait_signal": True}, "timeout": 3600})
     run_until_idle()
     child_id = api.get_run(parent.run_id).waiting_for.split(":", 1)[1]
-    time.sleep(0.4)
+    make_due(parent.run_id)  # the wait's timeout passes
     run_until_idle()
     done = api.get_run(parent.run_id)
     assert done.output["outcome"] == {"state": "timeout", "result": None, "error": None}
@@ -117,12 +119,23 @@ def test_wait_for_result_on_a_run_that_is_not_a_child_is_refused_clearly():
     assert f"run {stranger.run_id} is not a direct child of run {run.run_id}" in failed.error
 
 
-def test_purge_never_deletes_a_parent_before_its_children():
-    import datetime
-
+def test_purge_never_deletes_a_finished_parent_before_its_children():
     parent = api.enqueue("tests.parent", {"child": {"wait_signal": True}})
     run_until_idle()
     child_id = api.get_run(parent.run_id).waiting_for.split(":", 1)[1]
-    sql("UPDATE durable_run SET updated_at = now() - interval '2 days' WHERE run_id = %s", [parent.run_id])
-    assert api.purge_finished(older_than=datetime.timedelta(days=1)) == 0
+    # The parent has finished, long ago, while its child, past a pivot (no cancel touches it), lives on.
+    sql("UPDATE durable_run SET pivoted_at = now() WHERE run_id = %s", [child_id])
+    sql(
+        "UPDATE durable_run SET status = 'succeeded', waiting_for = NULL, available_at = NULL, "
+        "updated_at = now() - interval '2 days' WHERE run_id = %s",
+        [parent.run_id],
+    )
+    assert api.purge_finished(older_than=timedelta(days=1)) == 0
     assert api.get_run(child_id) is not None and api.get_run(parent.run_id) is not None
+    # The child finishes, but only just: the tree is not old enough yet.
+    sql("UPDATE durable_run SET status = 'cancelled' WHERE run_id = %s", [child_id])
+    assert api.purge_finished(older_than=timedelta(days=1)) == 0
+    # Once every member landed before the cutoff, the tree goes whole.
+    sql("UPDATE durable_run SET updated_at = now() - interval '2 days' WHERE run_id = %s", [child_id])
+    assert api.purge_finished(older_than=timedelta(days=1)) == 2
+    assert api.get_run(child_id) is None and api.get_run(parent.run_id) is None

@@ -49,7 +49,8 @@ def test_a_worker_paused_past_its_lease_cannot_change_the_output_after_sigcont(w
     finished = api.get_run(run.run_id)
     journal_before = sql("SELECT step_id, result::text FROM durable_step ORDER BY step_id")
     paused.send_signal(signal.SIGCONT)
-    time.sleep(4)  # the paused attempt wakes, finishes its step and tries to journal and complete
+    # The paused attempt wakes, finishes its step, and tries to journal it: the fence stops it.
+    wait_until(lambda: f"run {run.run_id} lost its lease" in workers.output(paused), message="the stale attempt")
     after = api.get_run(run.run_id)
     assert (after.status, after.output, after.attempts, after.updated_at) == (
         finished.status,

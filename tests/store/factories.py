@@ -1,21 +1,8 @@
 """Factories for store-tier tests: runs made through the API, claimed through the store."""
 
 from durable_django import api
-from durable_django.store import claims, landing
-from durable_django.worker.loop import WorkerOptions
-
-
-def claim(limit=10, lease_seconds=30.0, worker_id="test-worker", start_now=None, **options):
-    """Claim through the store as a worker with these options would (all started, unless ``start_now`` says)."""
-    bounds = WorkerOptions(**options).claim_bounds()
-    claimed = claims.claim(
-        limit=limit,
-        start_now=limit if start_now is None else start_now,
-        lease_seconds=lease_seconds,
-        worker_id=worker_id,
-        bounds=bounds,
-    )
-    return [item.run for item in claimed]
+from durable_django.store import landing
+from durable_django.testing import claim  # noqa: F401  (the factories' claim: a worker's, held)
 
 
 def enqueue_many(count, name="tests.noop", **kwargs):

@@ -1,11 +1,11 @@
 import threading
-import time
 from datetime import timedelta
 
 import pytest
 
 from durable_django import api
 from durable_django.store import claims, landing
+from durable_django.testing import make_due
 from tests.helpers import run_in_threads, sql
 from tests.store.factories import claim, complete, enqueue_many, fail
 
@@ -59,9 +59,9 @@ def test_a_worker_claims_only_pairs_it_has():
 
 def test_an_expired_lease_is_reclaimed_with_attempts_advanced():
     run = api.enqueue("tests.noop", {})
-    [first] = claim(lease_seconds=0.2, worker_id="dead")
+    [first] = claim(worker_id="dead")
     assert claim() == []  # still leased
-    time.sleep(0.4)
+    make_due(run.run_id)  # the lease expires
     [second] = claim(worker_id="alive")
     assert second.run_id == run.run_id
     assert (first.attempts, second.attempts) == (1, 2)
@@ -71,8 +71,8 @@ def test_an_expired_lease_is_reclaimed_with_attempts_advanced():
 
 def test_a_stale_token_cannot_complete_fail_or_heartbeat_a_reclaimed_run():
     api.enqueue("tests.noop", {})
-    [stale] = claim(lease_seconds=0.2)
-    time.sleep(0.4)
+    [stale] = claim()
+    make_due(stale.run_id)  # its lease expires
     [fresh] = claim()
     assert complete(stale, '"stale"') is None
     assert fail(stale, error="x", error_type="X", final=True, delay=0) is None
@@ -109,8 +109,8 @@ def test_graceful_release_makes_a_run_claimable_at_once_without_counting():
 
 def test_a_batch_landing_lands_held_runs_and_refuses_a_stale_token():
     api.enqueue("tests.noop", {})
-    [stale] = claim(lease_seconds=0.2)
-    time.sleep(0.4)
+    [stale] = claim()
+    make_due(stale.run_id)  # its lease expires
     [reclaimed] = claim()
     fresh_runs = [api.enqueue("tests.noop", {"n": n}) for n in range(3)]
     held = claim()

@@ -7,10 +7,10 @@ from tests.store.factories import claim, complete
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def prepared_statements() -> int:
+def prepared_statements() -> list[str]:
     with connection.cursor() as cur:  # Django's own cursor: never prepared itself
-        cur.execute("SELECT count(*) FROM pg_prepared_statements")
-        return cur.fetchone()[0]
+        cur.execute("SELECT statement FROM pg_prepared_statements")
+        return [row[0] for row in cur.fetchall()]
 
 
 def round_trip():
@@ -23,12 +23,20 @@ def round_trip():
 def test_the_store_prepares_its_statements_on_its_own_connection():
     connection.close()
     round_trip()
-    assert prepared_statements() >= 3  # enqueue, claim, complete, read
+    prepared = prepared_statements()
+    # enqueue, claim, complete, read: each prepared once on the server.
+    for statement in (
+        "INSERT INTO durable_run",
+        "FOR UPDATE SKIP LOCKED",
+        "SET status = 'succeeded'",
+        "FROM durable_run\nWHERE run_id = %(run_id)s".replace("%(run_id)s", "$1"),
+    ):
+        assert sum(statement in text for text in prepared) == 1, (statement, prepared)
 
 
 def test_prepared_statements_can_be_turned_off_for_poolers(settings):
     settings.DURABLE = {**settings.DURABLE, "PREPARED_STATEMENTS": False}
     connection.close()
     round_trip()
-    assert prepared_statements() == 0
+    assert prepared_statements() == []
     assert connection.connection.prepare_threshold is None
