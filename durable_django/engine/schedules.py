@@ -22,7 +22,7 @@ from ..store.db import connection
 from ..store.schedules import Fired
 from ..tenancy import normalize_tenant, scope
 from ..types import Run, Schedule
-from ..values import json_text
+from ..values import json_text, text
 from . import cron as cron_math
 from . import submit
 
@@ -211,8 +211,13 @@ def fire_now(stored: str, schedule_id: str) -> Run:
 
 
 def stored_id(schedule_id, tenant_id) -> str:
-    """The id a schedule is stored under: the caller's id scoped by its tenant."""
-    return scope(schedule_id, normalize_tenant(tenant_id), what="schedule_id")
+    """The id a schedule is stored under: the caller's id scoped by its tenant.
+
+    Raises:
+        InvalidInput: the id is not a non-empty string PostgreSQL can store (``scope`` alone lets None
+            through, which the insert then refused with an IntegrityError).
+    """
+    return scope(text(schedule_id, what="schedule_id"), normalize_tenant(tenant_id), what="schedule_id")
 
 
 def fire_tick(current: Schedule, now: datetime) -> tuple[Run, datetime]:
