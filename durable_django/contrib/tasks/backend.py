@@ -10,6 +10,7 @@ back from ``durable_run`` (see ``results``). Works with ``django.tasks``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from django.apps import apps
@@ -139,6 +140,12 @@ class DurableBackend(BaseTaskBackend):
 def _retry_option(alias: str, value) -> RetryPolicy | None:
     if value is None or isinstance(value, RetryPolicy):
         return value
+    if not isinstance(value, Mapping):
+        # RetryPolicy.from_json() took a falsy non-dict (0, "", []) for no fields at all: the default policy.
+        raise InvalidTaskBackend(
+            f"TASKS[{alias!r}]['OPTIONS']['retry'] is invalid: give a RetryPolicy or a dict of its fields, "
+            f"got {value!r}"
+        )
     try:
         return RetryPolicy.from_json(value)
     except (InvalidInput, TypeError) as exc:
