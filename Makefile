@@ -3,8 +3,8 @@ PYTHON ?= python3
 
 .PHONY: install test test-fast lint demo bench
 
-install:  ## the package with its test, tasks and browser extras, editable
-	$(PYTHON) -m pip install -e ".[test,tasks,browser]" import-linter
+install:  ## the package with its test, tasks, browser and lint extras, editable
+	$(PYTHON) -m pip install -e ".[test,tasks,browser,lint]" import-linter
 
 test:  ## the whole matrix, exactly as CI runs it
 	tox
@@ -12,8 +12,9 @@ test:  ## the whole matrix, exactly as CI runs it
 test-fast:  ## the suite once, on this interpreter and Django
 	$(PYTHON) -m pytest -n 2
 
-lint:  ## the layering contracts, system checks and migration drift
+lint:  ## the layering contracts, mypy --strict, system checks and migration drift
 	lint-imports
+	$(PYTHON) -m mypy
 	$(PYTHON) -m django check --settings tests.settings
 	$(PYTHON) -m django makemigrations --check --dry-run --settings tests.settings
 

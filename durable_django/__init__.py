@@ -5,6 +5,25 @@ The public surface is ``__all__``; everything else may change.
 
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what __getattr__ imports on first use, spelled out for type checkers
+    from .api import (
+        cancel,
+        emit_signal,
+        enqueue,
+        get_run,
+        list_runs,
+        purge_finished,
+        resume,
+        schedule,
+        unschedule,
+        wait_for_result,
+    )
+    from .exceptions import DurableError
+    from .registry import durable_function
+    from .states import CancelOutcome, RunStatus
+    from .types import RetryPolicy, Run, RunPage, Schedule
 
 try:
     __version__ = _version("durable-django")
@@ -54,7 +73,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> object:
     # Lazy, so importing the package (INSTALLED_APPS, settings) never touches the app registry.
     module = _LAZY.get(name)
     if module is None:

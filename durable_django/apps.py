@@ -8,7 +8,7 @@ class DurableConfig(AppConfig):
     verbose_name = "Durable execution"
     default_auto_field = "django.db.models.BigAutoField"
 
-    def ready(self):
+    def ready(self) -> None:
         from . import checks  # noqa: F401  registers the system checks
         from .contrib import tasks as tasks_plugin
 

@@ -1,6 +1,9 @@
 """System checks: durable_django.E001 and friends."""
 
-from django.apps import apps
+from collections.abc import Sequence
+from typing import Any
+
+from django.apps import AppConfig, apps
 from django.conf import settings
 from django.core import checks
 from django.db import router
@@ -9,7 +12,7 @@ from .conf import durable_settings
 
 
 @checks.register(checks.Tags.database, checks.Tags.compatibility)
-def check_database(app_configs=None, **kwargs):
+def check_database(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[checks.CheckMessage]:
     alias = durable_settings.DATABASE
     if alias not in settings.DATABASES:
         return [
@@ -46,11 +49,11 @@ def check_database(app_configs=None, **kwargs):
 
 
 @checks.register()
-def check_settings(app_configs=None, **kwargs):
+def check_settings(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[checks.CheckMessage]:
     from .exceptions import InvalidInput
     from .types import RetryPolicy
 
-    errors = []
+    errors: list[checks.CheckMessage] = []
     lease = durable_settings.LEASE_SECONDS
     if not isinstance(lease, (int, float)) or lease <= 0:
         errors.append(checks.Error("DURABLE['LEASE_SECONDS'] must be a positive number.", id="durable_django.E002"))
@@ -68,12 +71,12 @@ def check_settings(app_configs=None, **kwargs):
     return errors
 
 
-def _schedule_errors():
+def _schedule_errors() -> list[checks.CheckMessage]:
     from .engine.schedules import declared_schedule_errors
     from .exceptions import InvalidInput
     from .values import seconds
 
-    errors = [
+    errors: list[checks.CheckMessage] = [
         checks.Error(f"DURABLE['SCHEDULES'] entry {schedule_id!r} is invalid: {exc}", id="durable_django.E007")
         for schedule_id, exc in declared_schedule_errors(durable_settings.SCHEDULES).items()
     ]

@@ -12,7 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 class DurableError(Exception):
     """A durable-django operation failed."""
 
-    def __init__(self, message=None, **ids):
+    def __init__(self, message: str | None = None, **ids: object) -> None:
         self.ids = ids
         for key, value in ids.items():
             setattr(self, key, value)

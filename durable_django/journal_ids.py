@@ -26,7 +26,7 @@ class StepId:
     DEADLINE_SUFFIX: ClassVar[str] = "#deadline"
 
     @classmethod
-    def of(cls, version: int, name, occurrence) -> StepId:
+    def of(cls, version: int, name: object, occurrence: object) -> StepId:
         """A step id from a caller's name and occurrence, validated.
 
         Raises:

@@ -8,6 +8,8 @@ seed schema (compare definitions, not names); the partial indexes beyond it
 serve the claim's own order, the cascades and the reconciler.
 """
 
+from typing import Any, NoReturn, TypeVar
+
 from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Now
@@ -21,11 +23,14 @@ COALESCE_CONSTRAINT = "durable_run_coalesce_key_pending"
 PRIORITY_CONSTRAINT = "durable_run_priority_range"
 
 
-def _refuse(*args, **kwargs):
+_M = TypeVar("_M", bound=models.Model)
+
+
+def _refuse(*args: Any, **kwargs: Any) -> NoReturn:
     raise ReadOnlyRecord()
 
 
-class ReadOnlyQuerySet(models.QuerySet):
+class ReadOnlyQuerySet(models.QuerySet[_M]):
     """A queryset that reads; every write raises ReadOnlyRecord."""
 
     create = get_or_create = update_or_create = bulk_create = bulk_update = update = delete = _refuse
@@ -39,10 +44,10 @@ class DurableModel(models.Model):
     class Meta:
         abstract = True
 
-    def save(self, *args, **kwargs):
+    def save(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise ReadOnlyRecord()
 
-    def delete(self, *args, **kwargs):
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise ReadOnlyRecord()
 
 
@@ -150,7 +155,7 @@ class Run(DurableModel):
             ),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.name} v{self.version} [{self.status}] {self.run_id}"
 
 
@@ -169,7 +174,7 @@ class Step(DurableModel):
         db_table = "durable_step"
         verbose_name = "step"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.run_id} {self.step_id}"
 
 
@@ -188,7 +193,7 @@ class Signal(DurableModel):
         db_table = "durable_signal"
         verbose_name = "signal"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.run_id} {self.signal}#{self.occurrence}"
 
 
@@ -218,5 +223,5 @@ class Schedule(DurableModel):
             ),
         ]
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"{self.schedule_id} ({self.cron})"

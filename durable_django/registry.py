@@ -7,6 +7,7 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from .exceptions import DuplicateRegistration, InvalidInput, UnknownFunction
 from .types import RetryPolicy
@@ -16,12 +17,18 @@ from .values import integer
 TASK_PATH_VERSION = 0
 _NAME_PATTERN = re.compile(r"^[A-Za-z_][\w.\-:]*$")
 
+# A durable function: called as ``fn(ctx, input)`` with the engine's Context (or, for an ``async def``,
+# its AsyncContext, and awaited). The registry stores both kinds and never calls them, so it does not
+# spell out the context (the engine, above it, defines the contexts).
+Handler = Callable[..., Any]
+_H = TypeVar("_H", bound=Handler)
+
 
 @dataclass(frozen=True, slots=True)
 class Registration:
     name: str
     version: int
-    fn: Callable
+    fn: Handler
     retry: RetryPolicy | None  # None: DURABLE["DEFAULT_RETRY"] at enqueue time
 
     @property
@@ -36,13 +43,13 @@ class Registration:
 class Registry:
     """Maps (name, version) to the callable that executes it."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._by_name: dict[str, dict[int, Registration]] = {}
         self._lock = threading.Lock()
         # Turns the import path of a version-0 run into its handler; a plug-in installs it.
-        self._path_resolver: Callable[[str], Callable] | None = None
+        self._path_resolver: Callable[[str], Handler] | None = None
 
-    def set_path_resolver(self, resolver: Callable[[str], Callable] | None) -> None:
+    def set_path_resolver(self, resolver: Callable[[str], Handler] | None) -> None:
         """Install how runs named by an import path (version 0, the Django Tasks plug-in's) find their handler.
 
         The resolver takes the path and returns a ``(ctx, input)`` handler, or
@@ -50,7 +57,7 @@ class Registry:
         """
         self._path_resolver = resolver
 
-    def resolve(self, name: str, version: int) -> Callable:
+    def resolve(self, name: str, version: int) -> Handler:
         """The callable that executes a run of (name, version).
 
         Raises:
@@ -68,7 +75,7 @@ class Registry:
             )
         return self._path_resolver(name)
 
-    def register(self, name: str, version: int, fn: Callable, retry: RetryPolicy | None) -> Registration:
+    def register(self, name: str, version: int, fn: Handler, retry: RetryPolicy | None) -> Registration:
         validate_name(name)
         integer(version, what=f"version of {name!r}", minimum=1)
         if retry is not None and not isinstance(retry, RetryPolicy):
@@ -135,7 +142,7 @@ def validate_name(name: str) -> None:
         raise InvalidInput(f"invalid durable function name {name!r}")
 
 
-def durable_function(name: str, *, version: int = 1, retry: RetryPolicy | None = None):
+def durable_function(name: str, *, version: int = 1, retry: RetryPolicy | None = None) -> Callable[[_H], _H]:
     """Register the decorated function as durable function ``name`` at ``version``.
 
     Args:
@@ -147,7 +154,7 @@ def durable_function(name: str, *, version: int = 1, retry: RetryPolicy | None =
         The function itself, unchanged, so it can still be called directly.
     """
 
-    def decorate(fn: Callable) -> Callable:
+    def decorate(fn: _H) -> _H:
         registry.register(name, version, fn, retry)
         return fn
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from typing import overload
 
 from .exceptions import InvalidInput
 
 
-def normalize_tenant(tenant_id) -> str | None:
+def normalize_tenant(tenant_id: object) -> str | None:
     """The canonical text of a tenant id, or None for the untagged namespace."""
     if tenant_id is None:
         return None
@@ -21,6 +22,10 @@ def normalize_tenant(tenant_id) -> str | None:
     raise InvalidInput(f"tenant_id must be a UUID, got {tenant_id!r}", tenant_id=tenant_id)
 
 
+@overload
+def scope(key: str, tenant_id: str | None, *, what: str = "key") -> str: ...
+@overload
+def scope(key: str | None, tenant_id: str | None, *, what: str = "key") -> str | None: ...
 def scope(key: str | None, tenant_id: str | None, *, what: str = "key") -> str | None:
     if key is None:
         return None
@@ -29,6 +34,12 @@ def scope(key: str | None, tenant_id: str | None, *, what: str = "key") -> str |
     return f"{tenant_id or ''}:{key}"
 
 
+@overload
+def unscope(stored: str) -> str: ...
+@overload
+def unscope(stored: None) -> None: ...
+@overload
+def unscope(stored: str | None) -> str | None: ...
 def unscope(stored: str | None) -> str | None:
     """The key as the caller passed it (everything after the tenant prefix)."""
     if stored is None:

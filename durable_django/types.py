@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from .exceptions import InvalidInput
 from .states import RunStatus
 from .values import integer, seconds
 
 
-def _finite_number(value) -> bool:
+def _finite_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -33,7 +34,7 @@ class RetryPolicy:
     backoff: float = 2.0
     jitter: float = 1.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         integer(self.max_attempts, what="RetryPolicy.max_attempts", minimum=1)
         seconds(self.initial_delay, what="RetryPolicy.initial_delay", allow_none=False)
         seconds(self.max_delay, what="RetryPolicy.max_delay", allow_none=False)
@@ -51,12 +52,23 @@ class RetryPolicy:
         drawn = (rng or random).random()
         return base * (1 - self.jitter) + base * self.jitter * drawn
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, float]:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict | None) -> RetryPolicy:
+    def from_json(cls, data: Mapping[str, Any] | None) -> RetryPolicy:
         return cls(**(data or {}))
+
+
+class ChildResult(TypedDict):
+    """What ``ctx.wait_for_result()`` returns: how a child landed (or that the wait timed out)."""
+
+    # "succeeded", "failed", "cancelled", or "timeout".
+    state: str
+    # The child's output (succeeded), else None.
+    result: Any
+    # The child's error (failed), else None.
+    error: str | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

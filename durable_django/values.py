@@ -13,6 +13,7 @@ import json
 import math
 import re
 from datetime import datetime, timedelta
+from typing import Literal, overload
 
 from .exceptions import InvalidInput
 
@@ -23,7 +24,7 @@ MAX_SECONDS = 100 * 366 * 86400
 _JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
-def json_text(value, *, what: str) -> str:
+def json_text(value: object, *, what: str) -> str:
     """Encode a value that must survive a JSON round trip and fit PostgreSQL's jsonb.
 
     Args:
@@ -50,7 +51,7 @@ def has_nul(json_encoded: str) -> bool:
     return "\\u0000" in json_encoded and _JSON_NUL.search(json_encoded) is not None
 
 
-def text(value, *, what: str) -> str:
+def text(value: object, *, what: str) -> str:
     """A non-empty string that PostgreSQL can store.
 
     Raises:
@@ -63,7 +64,7 @@ def text(value, *, what: str) -> str:
     return value
 
 
-def integer(value, *, what: str, minimum: int | None = None, maximum: int | None = None) -> int:
+def integer(value: object, *, what: str, minimum: int | None = None, maximum: int | None = None) -> int:
     """A whole number (never a bool) within bounds.
 
     Raises:
@@ -83,7 +84,11 @@ def integer(value, *, what: str, minimum: int | None = None, maximum: int | None
     return value
 
 
-def seconds(value, *, what: str, allow_none: bool = True) -> float | None:
+@overload
+def seconds(value: object, *, what: str, allow_none: Literal[False]) -> float: ...
+@overload
+def seconds(value: object, *, what: str, allow_none: bool = True) -> float | None: ...
+def seconds(value: object, *, what: str, allow_none: bool = True) -> float | None:
     """A duration as seconds: a timedelta, or a plain number taken as seconds.
 
     Raises:
@@ -111,7 +116,7 @@ def seconds(value, *, what: str, allow_none: bool = True) -> float | None:
     return result
 
 
-def aware(value, *, what: str) -> datetime | None:
+def aware(value: object, *, what: str) -> datetime | None:
     """An aware datetime, or None.
 
     Raises:

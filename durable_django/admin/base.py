@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
 from django.contrib import admin
 from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters
-from django.http import Http404
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import Model, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
 
 from ..conf import durable_settings
 
+if TYPE_CHECKING:  # only for the annotations: operations is imported by the admins that use this module
+    from .operations import Operation
 
-class DurableModelAdmin(admin.ModelAdmin):
+_M = TypeVar("_M", bound=Model)
+
+
+# ModelAdmin is generic only in django-stubs (Django's class cannot be subscripted at run time), so the
+# model type is this class's own parameter: RunAdmin is a DurableModelAdmin[Run].
+class DurableModelAdmin(admin.ModelAdmin, Generic[_M]):  # type: ignore[type-arg]
     """What the runs and schedules admins share: the durable alias, and no NUL character sent to PostgreSQL.
 
     Every read goes to ``DURABLE["DATABASE"]`` whatever the routers say: the
@@ -20,15 +32,17 @@ class DurableModelAdmin(admin.ModelAdmin):
     filter, search or selection with one is an invalid lookup.
     """
 
-    def get_queryset(self, request):
-        return super().get_queryset(request).using(durable_settings.DATABASE)
+    def get_queryset(self, request: HttpRequest) -> QuerySet[_M]:
+        queryset: QuerySet[_M] = super().get_queryset(request).using(durable_settings.DATABASE)
+        return queryset
 
-    def get_object(self, request, object_id, from_field=None):
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> _M | None:
         if "\x00" in object_id:
             raise Http404("no record has an id with a NUL character")
-        return super().get_object(request, object_id, from_field)
+        found: _M | None = super().get_object(request, object_id, from_field)
+        return found
 
-    def get_changelist_instance(self, request):
+    def get_changelist_instance(self, request: HttpRequest) -> ChangeList:
         values = [value for _, values in request.GET.lists() for value in values]
         values += request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
         if any("\x00" in value for value in values):
@@ -36,12 +50,22 @@ class DurableModelAdmin(admin.ModelAdmin):
         return super().get_changelist_instance(request)
 
 
-def operation_action(operations: dict, key: str, noun: str):
+class BulkOperations(Protocol):
+    """An admin whose bulk actions are operations (the runs and schedules admins)."""
+
+    def bulk_operation(
+        self, request: HttpRequest, queryset: QuerySet[Any], operation: Operation[Any]
+    ) -> HttpResponse | None: ...
+
+
+def operation_action(
+    operations: Mapping[str, Operation[Any]], key: str, noun: str
+) -> Callable[[BulkOperations, HttpRequest, QuerySet[Any]], HttpResponse | None]:
     """The bulk action of one run or schedule operation, confirmed on an intermediate page."""
     operation = operations[key]
 
     @admin.action(permissions=[operation.permission], description=operation.action_description)
-    def action(model_admin, request, queryset):
+    def action(model_admin: BulkOperations, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse | None:
         return model_admin.bulk_operation(request, queryset, operation)
 
     action.__name__ = f"{key}_{noun}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.contrib.admin.utils import quote
 from django.db.models import Func, TextField
@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from ..journal_ids import WaitingFor
 from ..models import Run
@@ -40,7 +41,7 @@ class JSONBPretty(Func):
     output_field = TextField()
 
 
-def json_excerpt(field: str, limit: int, name: str | None = None) -> dict:
+def json_excerpt(field: str, limit: int, name: str | None = None) -> dict[str, Func]:
     """Annotations of a jsonb column: ``{name}_text``, its indented text cut at ``limit``, and ``{name}_chars``.
 
     Fed to :func:`cut_text`; the text is None for SQL NULL. ``name`` defaults to the column's.
@@ -51,13 +52,13 @@ def json_excerpt(field: str, limit: int, name: str | None = None) -> dict:
 
 
 def cut_text(text: str | None, chars: int | None) -> str | None:
-    """A value read cut by PostgreSQL, with what was cut announced."""
-    if text is None or chars <= len(text):
+    """A value read cut by PostgreSQL, with what was cut announced (``chars`` is None only with ``text``)."""
+    if text is None or chars is None or chars <= len(text):
         return text
     return f"{text}\n… cut here: {chars - len(text):,} more characters (the record keeps all of them)"
 
 
-def error_excerpt() -> dict:
+def error_excerpt() -> dict[str, Func]:
     """Annotations of a run's error: its beginning, its end and its length."""
     return {
         "error_head": Left("error", ERROR_HEAD_CHARS),
@@ -67,8 +68,11 @@ def error_excerpt() -> dict:
 
 
 def cut_error(head: str | None, tail: str | None, chars: int | None) -> str | None:
-    """An error from its beginning and end: whole when they overlap, else with the middle cut."""
-    if head is None:
+    """An error from its beginning and end: whole when they overlap, else with the middle cut.
+
+    The three are one column's excerpts, so they are None together (no error).
+    """
+    if head is None or tail is None or chars is None:
         return None
     missing = chars - len(head) - len(tail)
     if missing <= 0:
@@ -91,7 +95,7 @@ def readable_traceback(text: str) -> str:
     roots = sorted({os.path.join(os.path.abspath(entry or os.curdir), "") for entry in sys.path}, key=len, reverse=True)
     roots = [root for root in roots if len(root) > 1]
 
-    def relative(match):
+    def relative(match: re.Match[str]) -> str:
         path = match.group(1)
         root = next((root for root in roots if path.startswith(root)), None)
         return f'File "{path[len(root) :]}"' if root else match.group(0)
@@ -114,12 +118,12 @@ def compact_duration(delta: timedelta) -> str:
     return f"{secs}s"
 
 
-def moment(when) -> str:
+def moment(when: datetime) -> str:
     """A datetime in the admin's zone, to the second: operators compare moments closely."""
     return date_format(timezone.localtime(when), "Y-m-d H:i:s")
 
 
-def status_badge(status: str):
+def status_badge(status: str) -> SafeString:
     label = RunStatus(status).label if status in RunStatus.values else status
     return format_html('<span class="durable-status durable-status-{}">{}</span>', status, label)
 
@@ -128,11 +132,11 @@ def run_url(run_id: str) -> str:
     return reverse("admin:durable_django_run_change", args=[quote(run_id)])
 
 
-def run_link(run_id: str, text: str | None = None):
+def run_link(run_id: str, text: str | None = None) -> SafeString:
     return format_html('<a href="{}" class="durable-run-id">{}</a>', run_url(run_id), text or run_id)
 
 
-def describe_wait(run: Run):
+def describe_wait(run: Run) -> str | None:
     """What a run is waiting for, as an operator reads it (None when it waits for nothing)."""
     until = run.available_at
     if run.status == RunStatus.WAITING and run.waiting_for:

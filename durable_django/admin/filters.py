@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
+from django.db.models import QuerySet
+from django.http import HttpRequest
 
 from ..api import operations
 from ..registry import registry
@@ -20,18 +23,18 @@ class FunctionFilter(admin.SimpleListFilter):
     title = "function"
     parameter_name = "function"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
         names = registry.names()
         current = self.value()
         if current and current not in names:
             names = sorted([*names, current])
         return [(name, name) for name in names]
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         return queryset.filter(name=self.value()) if self.value() else queryset
 
 
-def tenant_uuid(value: str):
+def tenant_uuid(value: str) -> str:
     try:
         return str(uuid.UUID(value))
     except ValueError:
@@ -45,14 +48,14 @@ class TenantFilter(admin.SimpleListFilter):
     parameter_name = "tenant"
     UNTAGGED = "none"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
         tenants = operations.known_tenants(limit=MAX_TENANT_CHOICES)
         current = self.value()
         if current and current != self.UNTAGGED and current not in tenants:
             tenants = [*tenants, current]
         return [(self.UNTAGGED, "untagged"), *((tenant, tenant) for tenant in tenants)]
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         value = self.value()
         if not value:
             return queryset
@@ -67,9 +70,9 @@ class ParentFilter(admin.SimpleListFilter):
     title = "parent run"
     parameter_name = "parent"
 
-    def lookups(self, request, model_admin):
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin[Any]) -> list[tuple[str, str]]:
         value = self.value()
         return [(value, value)] if value else []
 
-    def queryset(self, request, queryset):
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         return queryset.filter(parent_run_id=self.value()) if self.value() else queryset

@@ -10,20 +10,30 @@ posts back exactly the ids it listed.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from django import forms
 from django.contrib import messages
 from django.contrib.admin import helpers
+from django.db.models import Model
+from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
 from .. import api
 from ..exceptions import DurableError, InvalidInput, RunNotFound
 from ..journal_ids import WaitingFor
+from ..models import Run, Schedule
 from ..states import LIVE_STATUSES, TERMINAL_STATUSES, CancelOutcome, RunStatus
 from ..tenancy import unscope
 from ..values import json_text
+
+if TYPE_CHECKING:  # only for the annotations: base imports this module's Operation the same way
+    from .base import DurableModelAdmin
+
+# The record an operation acts on: a run or a schedule.
+_R = TypeVar("_R", bound=Model)
 
 # An action over more records than this is refused: narrow the filters instead.
 MAX_ACTION_TARGETS = 500
@@ -47,8 +57,9 @@ class JSONValueField(forms.CharField):
 
     widget = forms.Textarea(attrs={"rows": 4, "cols": 60, "class": "vLargeTextField"})
 
-    def to_python(self, value):
-        text = super().to_python(value).strip()
+    def to_python(self, value: Any) -> Any:
+        # CharField gives its empty_value ("" here) for an empty input, never None.
+        text = (super().to_python(value) or "").strip()
         if not text:
             return None
         try:
@@ -70,7 +81,7 @@ class SignalForm(forms.Form):
     value = JSONValueField(required=False, help_text="Any JSON value; empty sends null.")
 
     @staticmethod
-    def initial_for(waiting_for: str | None) -> dict:
+    def initial_for(waiting_for: str | None) -> dict[str, object]:
         """Prefill from the signal a waiting run waits for, if it waits for one."""
         try:
             wait = WaitingFor.parse(waiting_for or "")
@@ -89,7 +100,7 @@ _CANCEL_DETAIL = {
 _NOT_FOUND = Outcome(label="not found", detail="the run no longer exists", ok=False)
 
 
-def cancel_run(record, data: dict) -> Outcome:
+def cancel_run(record: Run, data: dict[str, Any]) -> Outcome:
     """``cancel()`` one run: cancelled, requested or refused."""
     try:
         outcome = api.cancel(record.run_id)
@@ -98,7 +109,7 @@ def cancel_run(record, data: dict) -> Outcome:
     return Outcome(label=outcome.value, detail=_CANCEL_DETAIL[outcome], ok=outcome != CancelOutcome.REFUSED)
 
 
-def resume_run(record, data: dict) -> Outcome:
+def resume_run(record: Run, data: dict[str, Any]) -> Outcome:
     """``resume()`` a failed or cancelled run, journal intact."""
     try:
         run = api.resume(record.run_id)
@@ -109,7 +120,7 @@ def resume_run(record, data: dict) -> Outcome:
     return Outcome(label="resumed", detail=f"the run is {run.status} again, its journal kept")
 
 
-def retry_run(record, data: dict) -> Outcome:
+def retry_run(record: Run, data: dict[str, Any]) -> Outcome:
     """Enqueue a new run of the same function, version, input, tenant, queue and priority."""
     run = api.get_run(record.run_id)
     if run is None:
@@ -123,7 +134,7 @@ def retry_run(record, data: dict) -> Outcome:
     return Outcome(label="retried", detail="a new run with the same input", new_run_id=new.run_id)
 
 
-def signal_run(record, data: dict) -> Outcome:
+def signal_run(record: Run, data: dict[str, Any]) -> Outcome:
     """``emit_signal()`` to one run; the first committed value of (run, signal, occurrence) wins."""
     try:
         stored = api.emit_signal(record.run_id, data["signal"], data["value"], occurrence=data["occurrence"])
@@ -140,13 +151,13 @@ def signal_run(record, data: dict) -> Outcome:
 # -- schedules ---------------------------------------------------------------
 
 
-def schedule_address(record) -> tuple[str, str | None]:
+def schedule_address(record: Schedule) -> tuple[str, str | None]:
     """A stored schedule as the API addresses it: the id as it was passed, and its tenant."""
     return unscope(record.schedule_id), (str(record.tenant_id) if record.tenant_id else None)
 
 
-def _set_enabled(enabled: bool):
-    def perform(record, data: dict) -> Outcome:
+def _set_enabled(enabled: bool) -> Callable[[Schedule, dict[str, Any]], Outcome]:
+    def perform(record: Schedule, data: dict[str, Any]) -> Outcome:
         schedule_id, tenant_id = schedule_address(record)
         try:
             schedule = api.set_schedule_enabled(schedule_id, enabled, tenant_id=tenant_id)
@@ -160,7 +171,7 @@ def _set_enabled(enabled: bool):
     return perform
 
 
-def fire_schedule(record, data: dict) -> Outcome:
+def fire_schedule(record: Schedule, data: dict[str, Any]) -> Outcome:
     """``fire_schedule_now()``: one run now, the regular ticks left as they are."""
     schedule_id, tenant_id = schedule_address(record)
     try:
@@ -174,7 +185,7 @@ def fire_schedule(record, data: dict) -> Outcome:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Operation:
+class Operation(Generic[_R]):
     """One thing an operator can do: who may, what the confirmation says, and the API call."""
 
     key: str
@@ -183,13 +194,13 @@ class Operation:
     # The ModelAdmin's has_<permission>_permission decides who may.
     permission: str
     explanation: str
-    perform: Callable[[object, dict], Outcome]
+    perform: Callable[[_R, dict[str, Any]], Outcome]
     # Runs whose page offers this as a button (the bulk action reports the others' refusals).
-    offered_for: frozenset = frozenset()
-    form_class: type[forms.Form] | None = None
+    offered_for: frozenset[str] = frozenset()
+    form_class: type[SignalForm] | None = None
 
 
-def _by_key(*operations: Operation) -> dict[str, Operation]:
+def _by_key(*operations: Operation[_R]) -> dict[str, Operation[_R]]:
     return {operation.key: operation for operation in operations}
 
 
@@ -270,8 +281,18 @@ SCHEDULE_OPERATIONS = _by_key(
 
 
 def confirm_then_perform(
-    model_admin, request, *, operation, targets, describe, back_url, form=None, hidden=(), confirm_url=None, bulk=False
-):
+    model_admin: DurableModelAdmin[_R],
+    request: HttpRequest,
+    *,
+    operation: Operation[_R],
+    targets: list[_R],
+    describe: Callable[[_R], str],
+    back_url: str,
+    form: forms.Form | None = None,
+    hidden: Sequence[tuple[str, str]] = (),
+    confirm_url: str | None = None,
+    bulk: bool = False,
+) -> tuple[list[Outcome], None] | tuple[None, TemplateResponse]:
     """Render the confirmation page, or, once confirmed, perform the operation on every target.
 
     Args:
@@ -292,7 +313,7 @@ def confirm_then_perform(
     confirmed = request.method == "POST" and request.POST.get("confirm") == "yes"
     if confirmed and (form is None or form.is_valid()):
         data = form.cleaned_data if form is not None else {}
-        outcomes = []
+        outcomes: list[Outcome] = []
         for target in targets:
             outcome = operation.perform(target, data)
             outcomes.append(outcome)
@@ -315,7 +336,14 @@ def confirm_then_perform(
     return None, TemplateResponse(request, "admin/durable_django/confirm_operation.html", context)
 
 
-def outcomes_response(model_admin, request, *, operation, targets, outcomes):
+def outcomes_response(
+    model_admin: DurableModelAdmin[_R],
+    request: HttpRequest,
+    *,
+    operation: Operation[_R],
+    targets: list[_R],
+    outcomes: list[Outcome],
+) -> TemplateResponse:
     """The page that lists what a bulk action did to each target."""
     summary: dict[str, int] = {}
     for outcome in outcomes:
@@ -335,7 +363,9 @@ def outcomes_response(model_admin, request, *, operation, targets, outcomes):
     return TemplateResponse(request, "admin/durable_django/operation_outcomes.html", context)
 
 
-def message_outcome(model_admin, request, operation, outcome: Outcome) -> None:
+def message_outcome(
+    model_admin: DurableModelAdmin[_R], request: HttpRequest, operation: Operation[_R], outcome: Outcome
+) -> None:
     """Report one target's outcome as a message on the page the operator returns to."""
     text = f"{operation.verb}: {outcome.label}"
     if outcome.detail:

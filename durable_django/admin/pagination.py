@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import math
 from functools import cached_property
+from typing import Any
 
 from django.core.paginator import Paginator
+from django.db.models import QuerySet
 
 
-class EstimatedCountPaginator(Paginator):
+# Paginator is generic only in django-stubs: Django's class cannot be subscripted at run time.
+class EstimatedCountPaginator(Paginator):  # type: ignore[type-arg]
     """Counts exactly up to a bound; beyond it, takes the planner's estimate.
 
     Django's paginator runs ``COUNT(*)`` over the filtered queryset, which reads
@@ -19,6 +22,9 @@ class EstimatedCountPaginator(Paginator):
     the estimate, never less than the probe saw. Pages stop at ``max_pages`` so
     no page needs an offset deeper than that: older runs are reached by filters.
     """
+
+    # The admin pages querysets (the changelist's).
+    object_list: QuerySet[Any]
 
     exact_up_to = 1000
     max_pages = 100

@@ -7,8 +7,14 @@ signals and children are capped, so the page's size does not grow with the run.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
 from django.contrib.admin.utils import quote
 from django.core.paginator import Paginator
+from django.db.models import QuerySet
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.http import urlencode
 
@@ -30,20 +36,24 @@ from .display import (
     status_badge,
 )
 
+if TYPE_CHECKING:  # only for the annotation: runs imports this module
+    from .runs import RunAdmin
+
 # The journal is shown this many entries at a time; signals and children are capped.
 JOURNAL_PAGE_ROWS = 50
 MAX_SIGNAL_ROWS = 50
 MAX_CHILD_ROWS = 50
 
 
-def run_page_context(model_admin, request, run: Run) -> dict:
+def run_page_context(model_admin: RunAdmin, request: HttpRequest, run: Run) -> dict[str, Any]:
     """Timeline, JSON, tree, journal, signals and the buttons this user may press.
 
     Large values are cut by PostgreSQL (the run comes without them), and the
     journal shows the page ``?journal_page=`` asks for.
     """
     alias = durable_settings.DATABASE
-    values = (
+    # The plugin cannot see the keys of the ``**`` annotations: the excerpts' columns, read by name below.
+    values: Mapping[str, Any] = (
         Run.objects.using(alias)
         .filter(pk=run.pk)
         .values(**json_excerpt("input", MAX_JSON_CHARS), **json_excerpt("output", MAX_JSON_CHARS), **error_excerpt())
@@ -90,9 +100,9 @@ def run_page_context(model_admin, request, run: Run) -> dict:
     }
 
 
-def run_timeline(run: Run) -> list[tuple[str, object, str]]:
+def run_timeline(run: Run) -> list[tuple[str, str, str]]:
     """(label, when, note) rows of a run's life, in order, skipping what has not happened."""
-    rows = [
+    rows: list[tuple[str, datetime | None, str]] = [
         ("created", run.created_at, ""),
         ("available at", run.available_at, "not claimed before this" if run.status == "pending" else "deadline"),
         ("first claimed", run.started_at, _since(run.created_at, run.started_at, "after creation")),
@@ -106,13 +116,13 @@ def run_timeline(run: Run) -> list[tuple[str, object, str]]:
     return [(label, moment(when), note) for label, when, note in rows if when is not None]
 
 
-def _since(start, end, words: str) -> str:
+def _since(start: datetime | None, end: datetime | None, words: str) -> str:
     if start is None or end is None:
         return ""
     return f"{compact_duration(end - start)} {words}"
 
 
-def cut_rows(queryset, keys: list, ordering: tuple, field: str) -> list[dict]:
+def cut_rows(queryset: QuerySet[Any], keys: list[Any], ordering: tuple[str, ...], field: str) -> list[dict[str, Any]]:
     """The rows of ``keys`` in ``ordering``, each with its jsonb ``field`` as indented text cut in SQL.
 
     The caller picks the keys first, so PostgreSQL never indents a value that
@@ -126,7 +136,7 @@ def cut_rows(queryset, keys: list, ordering: tuple, field: str) -> list[dict]:
     return [{**row, "value": cut_text(row.pop("value_text"), row.pop("value_chars"))} for row in rows]
 
 
-def journal_row(step: dict, number: int) -> dict:
+def journal_row(step: dict[str, Any], number: int) -> dict[str, Any]:
     """A journal entry with its step id taken apart (an id that is not a step id is shown whole)."""
     try:
         parsed = StepId.parse(step["step_id"])

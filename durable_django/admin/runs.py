@@ -10,15 +10,19 @@ API (``operations``), after a confirmation page, for users with the permission.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponseRedirect
-from django.urls import path, reverse
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
 from ..api import operations as api_operations
 from ..conf import durable_settings
@@ -45,12 +49,12 @@ HEAVY_COLUMNS = (*LARGE_COLUMNS, "retry_policy")
 class RunChangeList(ChangeList):
     """The runs listing leaves the large JSON columns unread."""
 
-    def get_queryset(self, request, exclude_parameters=None):
+    def get_queryset(self, request: HttpRequest, exclude_parameters: list[str | None] | None = None) -> QuerySet[Any]:
         return super().get_queryset(request, exclude_parameters).defer(*HEAVY_COLUMNS)
 
 
 @admin.register(Run)
-class RunAdmin(DurableModelAdmin):
+class RunAdmin(DurableModelAdmin[Run]):
     list_display = (
         "run_id",
         "colored_status",
@@ -95,33 +99,35 @@ class RunAdmin(DurableModelAdmin):
 
     # -- read only ---------------------------------------------------------
 
-    def has_add_permission(self, request):
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Run | None = None) -> bool:
         return False
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: Run | None = None) -> bool:
         return False
 
-    def has_cancel_permission(self, request, obj=None):
+    def has_cancel_permission(self, request: HttpRequest, obj: Run | None = None) -> bool:
         return request.user.has_perm("durable_django.cancel_run")
 
-    def has_retry_permission(self, request, obj=None):
+    def has_retry_permission(self, request: HttpRequest, obj: Run | None = None) -> bool:
         return request.user.has_perm("durable_django.retry_run")
 
-    def has_signal_permission(self, request, obj=None):
+    def has_signal_permission(self, request: HttpRequest, obj: Run | None = None) -> bool:
         return request.user.has_perm("durable_django.signal_run")
 
     # -- listing -----------------------------------------------------------
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
         return super().get_queryset(request).defer(*LARGE_COLUMNS)
 
-    def get_changelist(self, request, **kwargs):
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return RunChangeList
 
-    def get_search_results(self, request, queryset, search_term):
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Run], search_term: str
+    ) -> tuple[QuerySet[Run], bool]:
         """Exact matches only: the run id, or a key as the user passed it under any tenant's prefix.
 
         Keys are stored as ``{tenant_id}:{key}``; the candidates are the key under
@@ -148,7 +154,7 @@ class RunAdmin(DurableModelAdmin):
         matches.update(coalesced[:MAX_SEARCH_MATCHES])
         return queryset.filter(pk__in=matches), False
 
-    def changelist_view(self, request, extra_context=None):
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         extra_context = dict(extra_context or {})
         if request.method == "GET":
             overview = api_operations.overview()
@@ -157,15 +163,15 @@ class RunAdmin(DurableModelAdmin):
         return super().changelist_view(request, extra_context)
 
     @admin.display(description="status")
-    def colored_status(self, run):
+    def colored_status(self, run: Run) -> str:
         return status_badge(run.status)
 
     @admin.display(description="function")
-    def function(self, run):
+    def function(self, run: Run) -> str:
         return format_html('{} <span class="durable-version">v{}</span>', run.name, run.version)
 
     @admin.display(description="attempts")
-    def attempts_display(self, run):
+    def attempts_display(self, run: Run) -> str:
         notes = []
         if run.failures:
             notes.append(f"{run.failures} failed")
@@ -176,17 +182,17 @@ class RunAdmin(DurableModelAdmin):
         return format_html('{} <span class="durable-note">({})</span>', run.attempts, ", ".join(notes))
 
     @admin.display(description="age")
-    def age(self, run):
+    def age(self, run: Run) -> str:
         return format_html(
             '<span title="{}">{}</span>', moment(run.created_at), compact_duration(timezone.now() - run.created_at)
         )
 
     @admin.display(description="created at")
-    def created(self, run):
+    def created(self, run: Run) -> str:
         return moment(run.created_at)
 
     @admin.display(description="lease")
-    def lease(self, run):
+    def lease(self, run: Run) -> str:
         if run.status != RunStatus.RUNNING or run.leased_until is None:
             return "—"
         left = run.leased_until - timezone.now()
@@ -198,11 +204,11 @@ class RunAdmin(DurableModelAdmin):
         )
 
     @admin.display(description="waiting for")
-    def waiting(self, run):
+    def waiting(self, run: Run) -> str:
         return describe_wait(run) or "—"
 
     @admin.display(description="tenant")
-    def tenant(self, run):
+    def tenant(self, run: Run) -> str:
         if run.tenant_id is None:
             return "—"
         return format_html('<span title="{}">{}…</span>', run.tenant_id, str(run.tenant_id)[:8])
@@ -210,11 +216,11 @@ class RunAdmin(DurableModelAdmin):
     # -- a run's page ------------------------------------------------------
 
     @admin.display(description="queue / priority")
-    def queue_and_priority(self, run):
+    def queue_and_priority(self, run: Run) -> str:
         return f"{run.queue} / {run.priority}"
 
     @admin.display(description="keys")
-    def keys(self, run):
+    def keys(self, run: Run) -> str:
         rows = [
             (label, shorten(unscope(key)))
             for label, key in (("idempotency", run.idempotency_key), ("coalesce", run.coalesce_key))
@@ -225,11 +231,11 @@ class RunAdmin(DurableModelAdmin):
         return format_html_join(", ", "{}: <code>{}</code>", rows)
 
     @admin.display(description="retry policy")
-    def retry_policy_display(self, run):
+    def retry_policy_display(self, run: Run) -> str:
         return format_html("<code>{}</code>", json.dumps(run.retry_policy, sort_keys=True))
 
     @admin.display(description="cancellation")
-    def cancellation(self, run):
+    def cancellation(self, run: Run) -> str:
         parts = [
             (label, moment(when))
             for label, when in (
@@ -243,14 +249,22 @@ class RunAdmin(DurableModelAdmin):
             return "—"
         return format_html_join("; ", "{} at {}", parts)
 
-    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Run | None = None,
+    ) -> HttpResponse:
         if obj is not None:
             context.update(run_page_context(self, request, obj))
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     # -- operations --------------------------------------------------------
 
-    def get_urls(self):
+    def get_urls(self) -> list[URLPattern]:
         urls = [
             path(
                 f"<path:object_id>/{key}/",
@@ -262,14 +276,18 @@ class RunAdmin(DurableModelAdmin):
         ]
         return urls + super().get_urls()
 
-    def operation_form(self, request, operation, runs):
+    def operation_form(
+        self, request: HttpRequest, operation: operations.Operation[Run], runs: list[Run]
+    ) -> operations.SignalForm | None:
         if operation.form_class is None:
             return None
         confirming = request.POST.get("confirm") == "yes"
         initial = operation.form_class.initial_for(runs[0].waiting_for) if len(runs) == 1 else {}
         return operation.form_class(request.POST if confirming else None, initial=initial)
 
-    def bulk_operation(self, request, queryset, operation):
+    def bulk_operation(
+        self, request: HttpRequest, queryset: QuerySet[Run], operation: operations.Operation[Run]
+    ) -> TemplateResponse | None:
         """Confirm, then perform one operation on each selected run and list every outcome."""
         runs = list(queryset.defer(*HEAVY_COLUMNS)[: operations.MAX_ACTION_TARGETS + 1])
         if len(runs) > operations.MAX_ACTION_TARGETS:
@@ -294,9 +312,10 @@ class RunAdmin(DurableModelAdmin):
         )
         if confirmation is not None:
             return confirmation
+        assert outcomes is not None, "confirm_then_perform gives outcomes or a confirmation page"
         return operations.outcomes_response(self, request, operation=operation, targets=runs, outcomes=outcomes)
 
-    def run_operation_view(self, request, object_id, key):
+    def run_operation_view(self, request: HttpRequest, object_id: str, key: str) -> HttpResponse:
         """The button on a run's page: confirm, perform, and return to the run with its outcome."""
         operation = operations.RUN_OPERATIONS[key]
         permitted = getattr(self, f"has_{operation.permission}_permission")
@@ -317,9 +336,10 @@ class RunAdmin(DurableModelAdmin):
         )
         if confirmation is not None:
             return confirmation
+        assert outcomes is not None, "confirm_then_perform gives outcomes or a confirmation page"
         operations.message_outcome(self, request, operation, outcomes[0])
         return HttpResponseRedirect(run_url(outcomes[0].new_run_id) if outcomes[0].new_run_id else here)
 
 
-def describe_run(run: Run):
+def describe_run(run: Run) -> SafeString:
     return format_html("{} v{} {}", run.name, run.version, status_badge(run.status))

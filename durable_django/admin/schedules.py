@@ -4,15 +4,19 @@ enable, disable and fire now."""
 from __future__ import annotations
 
 import json
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponseRedirect
-from django.urls import path, reverse
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from ..api import schedules as api_schedules
 from ..conf import durable_settings
@@ -27,7 +31,8 @@ from .display import moment, run_url
 from .filters import FunctionFilter
 
 
-class ScheduleForm(forms.ModelForm):
+# ModelForm is generic only in django-stubs: Django's class cannot be subscripted at run time.
+class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
     """A schedule as the API takes it; cron and zone are validated here, the write goes through ``schedule()``."""
 
     key = forms.CharField(
@@ -54,13 +59,15 @@ class ScheduleForm(forms.ModelForm):
         model = Schedule
         fields = ()
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         names = registry.names()
         stored = self.instance if self.instance.pk else None
         if stored is not None and stored.name not in names:
             names = sorted([*names, stored.name])
-        self.fields["name"].choices = [(name, name) for name in names]
+        name_field = self.fields["name"]
+        assert isinstance(name_field, forms.ChoiceField)  # declared above; ``fields`` holds a deep copy
+        name_field.choices = [(name, name) for name in names]
         if stored is not None:
             # The id and tenant are the schedule's identity: changing them would make another schedule.
             self.initial.update(
@@ -75,9 +82,9 @@ class ScheduleForm(forms.ModelForm):
             self.fields["key"].disabled = True
             self.fields["tenant"].disabled = True
 
-    def clean_name(self):
+    def clean_name(self) -> str:
         # A stored schedule may name a function this web process does not register; schedule() would refuse it.
-        name = self.cleaned_data["name"]
+        name: str = self.cleaned_data["name"]
         try:
             registry.newest(name)
         except UnknownFunction:
@@ -87,16 +94,18 @@ class ScheduleForm(forms.ModelForm):
             ) from None
         return name
 
-    def clean_tz(self):
-        tz = self.cleaned_data["tz"].strip()
+    def clean_tz(self) -> str:
+        tz: str = self.cleaned_data["tz"].strip()
         try:
             cron_math.zone(tz)
         except InvalidSchedule as exc:
             raise forms.ValidationError(str(exc)) from None
         return tz
 
-    def clean(self):
+    def clean(self) -> dict[str, Any]:
+        # ModelForm.clean() returns cleaned_data itself, never None (the stubs allow None for Form.clean overrides).
         cleaned = super().clean()
+        assert cleaned is not None
         if "cron" in cleaned:
             # With a bad zone the expression is still checked (in UTC), so both errors show at once.
             try:
@@ -112,7 +121,8 @@ class ScheduleForm(forms.ModelForm):
     def stored_id(self) -> str:
         """The id the schedule is stored under: the key scoped by its tenant."""
         tenant = self.cleaned_data["tenant"]
-        return scope(self.cleaned_data["key"], normalize_tenant(tenant), what="schedule_id")
+        key: str = self.cleaned_data["key"]
+        return scope(key, normalize_tenant(tenant), what="schedule_id")
 
 
 def next_fire_in_zone(schedule: Schedule) -> str:
@@ -126,7 +136,7 @@ def next_fire_in_zone(schedule: Schedule) -> str:
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(DurableModelAdmin):
+class ScheduleAdmin(DurableModelAdmin[Schedule]):
     form = ScheduleForm
     fields = ("key", "tenant", "name", "cron", "tz", "input", "enabled")
     list_display = ("key", "name", "cron", "zone", "next_fire", "enabled", "tenant", "source", "last_fired")
@@ -142,21 +152,23 @@ class ScheduleAdmin(DurableModelAdmin):
     class Media:
         css = {"all": ["durable_django/admin.css"]}
 
-    def has_fire_permission(self, request, obj=None):
+    def has_fire_permission(self, request: HttpRequest, obj: Schedule | None = None) -> bool:
         return request.user.has_perm("durable_django.fire_schedule")
 
-    def has_change_permission(self, request, obj=None):
+    def has_change_permission(self, request: HttpRequest, obj: Schedule | None = None) -> bool:
         # DURABLE["SCHEDULES"] owns the definition of a settings schedule; only enable/disable applies.
         if obj is not None and obj.source == api_schedules.SETTINGS_SOURCE:
             return False
         return super().has_change_permission(request, obj)
 
-    def has_delete_permission(self, request, obj=None):
+    def has_delete_permission(self, request: HttpRequest, obj: Schedule | None = None) -> bool:
         if obj is not None and obj.source == api_schedules.SETTINGS_SOURCE:
             return False
         return super().has_delete_permission(request, obj)
 
-    def get_search_results(self, request, queryset, search_term):
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Schedule], search_term: str
+    ) -> tuple[QuerySet[Schedule], bool]:
         """The id as passed, under any tenant's prefix (schedules are few: a suffix match is cheap)."""
         term = search_term.strip()
         if not term:
@@ -164,31 +176,31 @@ class ScheduleAdmin(DurableModelAdmin):
         return queryset.filter(schedule_id__endswith=f":{term}") | queryset.filter(schedule_id=term), False
 
     @admin.display(description="schedule id", ordering="schedule_id")
-    def key(self, schedule):
+    def key(self, schedule: Schedule) -> str:
         return unscope(schedule.schedule_id)
 
     @admin.display(description="zone")
-    def zone(self, schedule):
+    def zone(self, schedule: Schedule) -> str:
         return schedule.tz or "UTC"
 
     @admin.display(description="next fire (its zone)", ordering="next_fire_at")
-    def next_fire(self, schedule):
+    def next_fire(self, schedule: Schedule) -> str:
         text = next_fire_in_zone(schedule)
         if not schedule.enabled:
             return format_html('<span class="durable-note">{} (disabled)</span>', text)
         return format_html('<span title="{} UTC">{}</span>', schedule.next_fire_at.strftime("%Y-%m-%d %H:%M:%S"), text)
 
     @admin.display(description="tenant")
-    def tenant(self, schedule):
+    def tenant(self, schedule: Schedule) -> str:
         return str(schedule.tenant_id) if schedule.tenant_id else "—"
 
     @admin.display(description="last fired", ordering="last_fired_at")
-    def last_fired(self, schedule):
+    def last_fired(self, schedule: Schedule) -> str:
         return moment(schedule.last_fired_at) if schedule.last_fired_at else "—"
 
     # -- writes go through the schedules API -------------------------------
 
-    def save_model(self, request, obj, form, change):
+    def save_model(self, request: HttpRequest, obj: Schedule, form: ScheduleForm, change: bool) -> None:
         data = form.cleaned_data
         tenant = str(data["tenant"]) if data.get("tenant") else None
         # An add only ever creates: the add permission allows no change, even to a schedule added meanwhile.
@@ -206,7 +218,13 @@ class ScheduleAdmin(DurableModelAdmin):
         for field in Schedule._meta.concrete_fields:
             setattr(obj, field.attname, getattr(fresh, field.attname))
 
-    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+    def changeform_view(
+        self,
+        request: HttpRequest,
+        object_id: str | None = None,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
         """The add or change page; an add refused by ``create_schedule`` is reported back on the add page."""
         try:
             return super().changeform_view(request, object_id, form_url, extra_context)
@@ -214,20 +232,20 @@ class ScheduleAdmin(DurableModelAdmin):
             self.message_user(request, f"Nothing was saved: {exc}.", messages.ERROR)
             return HttpResponseRedirect(request.get_full_path())
 
-    def save_related(self, request, form, formsets, change):
+    def save_related(self, request: HttpRequest, form: ScheduleForm, formsets: Any, change: bool) -> None:
         """A schedule has no related objects; ``save_model`` wrote everything there is."""
 
-    def delete_model(self, request, obj):
+    def delete_model(self, request: HttpRequest, obj: Schedule) -> None:
         schedule_id, tenant_id = operations.schedule_address(obj)
         api_schedules.unschedule(schedule_id, tenant_id=tenant_id)
 
-    def delete_queryset(self, request, queryset):
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         for schedule in queryset:
             self.delete_model(request, schedule)
 
     # -- operations --------------------------------------------------------
 
-    def get_urls(self):
+    def get_urls(self) -> list[URLPattern]:
         return [
             path(
                 "<path:object_id>/fire/",
@@ -237,14 +255,24 @@ class ScheduleAdmin(DurableModelAdmin):
             *super().get_urls(),
         ]
 
-    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Schedule | None = None,
+    ) -> HttpResponse:
         if obj is not None and self.has_fire_permission(request, obj):
             context["fire_url"] = reverse("admin:durable_django_schedule_fire", args=[quote(obj.pk)])
         if obj is not None:
             context["next_fire_in_zone"] = next_fire_in_zone(obj)
         return super().render_change_form(request, context, add, change, form_url, obj)
 
-    def bulk_operation(self, request, queryset, operation):
+    def bulk_operation(
+        self, request: HttpRequest, queryset: QuerySet[Schedule], operation: operations.Operation[Schedule]
+    ) -> TemplateResponse | None:
         schedules = list(queryset[: operations.MAX_ACTION_TARGETS + 1])
         if len(schedules) > operations.MAX_ACTION_TARGETS:
             self.message_user(
@@ -266,9 +294,10 @@ class ScheduleAdmin(DurableModelAdmin):
         )
         if confirmation is not None:
             return confirmation
+        assert outcomes is not None, "confirm_then_perform gives outcomes or a confirmation page"
         return operations.outcomes_response(self, request, operation=operation, targets=schedules, outcomes=outcomes)
 
-    def fire_view(self, request, object_id):
+    def fire_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         """The "Fire now" button on a schedule's page: confirm, fire, and show the run it enqueued."""
         if not (self.has_view_permission(request) and self.has_fire_permission(request)):
             raise PermissionDenied
@@ -287,9 +316,10 @@ class ScheduleAdmin(DurableModelAdmin):
         )
         if confirmation is not None:
             return confirmation
+        assert outcomes is not None, "confirm_then_perform gives outcomes or a confirmation page"
         operations.message_outcome(self, request, operation, outcomes[0])
         return HttpResponseRedirect(run_url(outcomes[0].new_run_id) if outcomes[0].new_run_id else schedule_url)
 
 
-def describe_schedule(schedule: Schedule):
+def describe_schedule(schedule: Schedule) -> SafeString:
     return format_html("{} <code>{}</code> {}", schedule.name, schedule.cron, schedule.tz or "UTC")

@@ -5,6 +5,8 @@ Retry as a new run, and the bounded reads behind the admin's overview and tenant
 
 from __future__ import annotations
 
+from uuid import UUID
+
 from ..engine import submit
 from ..exceptions import InvalidInput, RunNotFound
 from ..registry import TASK_PATH_VERSION
@@ -16,7 +18,7 @@ from .runs import get_run
 __all__ = ["Overview", "known_tenants", "overview", "retry_as_new_run"]
 
 
-def retry_as_new_run(run_id, *, tenant_id=None) -> Run:
+def retry_as_new_run(run_id: str | UUID, *, tenant_id: str | UUID | None = None) -> Run:
     """Submit a finished run again as a new run: same function, version, input, tenant, queue, priority and
     retry policy, an empty journal. Keys are not carried over (they would join the old run).
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
 
 from django.utils import timezone
 
@@ -25,12 +27,12 @@ from ..values import integer, json_text, seconds, text
 
 def enqueue(
     name: str,
-    input=None,
+    input: object = None,
     *,
     idempotency_key: str | None = None,
     coalesce_key: str | None = None,
-    tenant_id=None,
-    delay=None,
+    tenant_id: str | UUID | None = None,
+    delay: timedelta | float | None = None,
     available_at: datetime | None = None,
     version: int | None = None,
     queue: str = "default",
@@ -68,19 +70,19 @@ def enqueue(
     return submit.insert_or_join(params)
 
 
-def run_id_of(run_id) -> str:
+def run_id_of(run_id: object) -> str:
     """A run id as callers pass it (a UUID or its text), validated."""
     if run_id is None:
         raise InvalidInput("invalid run id None")
     return text(str(run_id), what="a run id")
 
 
-def get_run(run_id, *, tenant_id=None) -> Run | None:
+def get_run(run_id: str | UUID, *, tenant_id: str | UUID | None = None) -> Run | None:
     """The run, or None if it does not exist or belongs to another tenant than ``tenant_id``."""
     return run_store.get_run(run_id_of(run_id), normalize_tenant(tenant_id))
 
 
-def cancel(run_id, *, tenant_id=None) -> CancelOutcome:
+def cancel(run_id: str | UUID, *, tenant_id: str | UUID | None = None) -> CancelOutcome:
     """Cancel a run and its descendants: CANCELLED, REQUESTED (it is running) or REFUSED.
 
     Raises:
@@ -92,7 +94,14 @@ def cancel(run_id, *, tenant_id=None) -> CancelOutcome:
     return outcome
 
 
-def emit_signal(run_id, signal: str, value=None, *, occurrence: int = 0, tenant_id=None):
+def emit_signal(
+    run_id: str | UUID,
+    signal: str,
+    value: object = None,
+    *,
+    occurrence: int = 0,
+    tenant_id: str | UUID | None = None,
+) -> Any:
     """Deliver a signal to a run; the first committed value wins and is returned.
 
     Raises:
@@ -104,7 +113,7 @@ def emit_signal(run_id, signal: str, value=None, *, occurrence: int = 0, tenant_
     return journal_store.emit_signal(run_id_of(run_id), signal, occurrence, value_json, normalize_tenant(tenant_id))
 
 
-def resume(run_id, *, tenant_id=None) -> Run:
+def resume(run_id: str | UUID, *, tenant_id: str | UUID | None = None) -> Run:
     """Put a failed or cancelled run back to pending, journal intact, with a fresh failure budget.
 
     Raises:
@@ -121,7 +130,9 @@ def resume(run_id, *, tenant_id=None) -> Run:
     raise InvalidInput(f"run {run_id} is {current.status}; only failed or cancelled runs can be resumed", run_id=run_id)
 
 
-def wait_for_result(run_id, *, timeout=None, tenant_id=None) -> Run:
+def wait_for_result(
+    run_id: str | UUID, *, timeout: timedelta | float | None = None, tenant_id: str | UUID | None = None
+) -> Run:
     """Block until the run lands (succeeded, failed or cancelled) and return it.
 
     It LISTENs before it reads, on a connection of its own, so a landing between
@@ -159,7 +170,14 @@ def wait_for_result(run_id, *, timeout=None, tenant_id=None) -> Run:
                     break
 
 
-def list_runs(*, status=None, name=None, tenant_id=None, limit: int = 50, cursor: str | None = None) -> RunPage:
+def list_runs(
+    *,
+    status: str | None = None,
+    name: str | None = None,
+    tenant_id: str | UUID | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
+) -> RunPage:
     """A page of runs, newest first; pass ``next_cursor`` back for the next page."""
     if status is not None and status not in RunStatus.values:
         raise InvalidInput(f"unknown status {status!r}")
@@ -177,7 +195,7 @@ def list_runs(*, status=None, name=None, tenant_id=None, limit: int = 50, cursor
     return RunPage(items=items, next_cursor=next_cursor)
 
 
-def purge_finished(*, older_than, batch_size: int = 1000) -> int:
+def purge_finished(*, older_than: timedelta | float, batch_size: int = 1000) -> int:
     """Delete whole finished trees that landed more than ``older_than`` ago, oldest first.
 
     Returns:

@@ -7,6 +7,8 @@ the caller's transaction on the ``DURABLE["DATABASE"]`` alias. Semantics
 
 from __future__ import annotations
 
+from uuid import UUID
+
 from ..engine import schedules as engine_schedules
 from ..exceptions import InvalidInput
 from ..store import schedules as schedule_store
@@ -17,7 +19,14 @@ SETTINGS_SOURCE = engine_schedules.SETTINGS_SOURCE
 
 
 def schedule(
-    schedule_id: str, name: str, cron: str, *, input=None, tz: str = "UTC", tenant_id=None, enabled: bool = True
+    schedule_id: str,
+    name: str,
+    cron: str,
+    *,
+    input: object = None,
+    tz: str = "UTC",
+    tenant_id: str | UUID | None = None,
+    enabled: bool = True,
 ) -> Schedule:
     """Create or update a cron schedule that enqueues ``name`` at every tick.
 
@@ -57,7 +66,14 @@ def schedule(
 
 
 def create_schedule(
-    schedule_id: str, name: str, cron: str, *, input=None, tz: str = "UTC", tenant_id=None, enabled: bool = True
+    schedule_id: str,
+    name: str,
+    cron: str,
+    *,
+    input: object = None,
+    tz: str = "UTC",
+    tenant_id: str | UUID | None = None,
+    enabled: bool = True,
 ) -> Schedule:
     """Like ``schedule()``, but only ever a new schedule: an id already taken in the tenant is refused.
 
@@ -80,7 +96,7 @@ def create_schedule(
     return created
 
 
-def unschedule(schedule_id: str, *, tenant_id=None) -> bool:
+def unschedule(schedule_id: str, *, tenant_id: str | UUID | None = None) -> bool:
     """Delete a schedule; runs it already enqueued are not touched.
 
     Returns:
@@ -89,17 +105,17 @@ def unschedule(schedule_id: str, *, tenant_id=None) -> bool:
     return schedule_store.delete(engine_schedules.stored_id(schedule_id, tenant_id))
 
 
-def get_schedule(schedule_id: str, *, tenant_id=None) -> Schedule | None:
+def get_schedule(schedule_id: str, *, tenant_id: str | UUID | None = None) -> Schedule | None:
     """One schedule, or None if this tenant's namespace has none with that id."""
     return schedule_store.get(engine_schedules.stored_id(schedule_id, tenant_id))
 
 
-def list_schedules(*, tenant_id=None) -> list[Schedule]:
+def list_schedules(*, tenant_id: str | UUID | None = None) -> list[Schedule]:
     """Schedules by stored id: one tenant's, or (None) the operator's view of every schedule."""
     return schedule_store.list_all(normalize_tenant(tenant_id))
 
 
-def set_schedule_enabled(schedule_id: str, enabled: bool, *, tenant_id=None) -> Schedule:
+def set_schedule_enabled(schedule_id: str, enabled: bool, *, tenant_id: str | UUID | None = None) -> Schedule:
     """Enable or disable a schedule (the admin's action).
 
     Re-enabling does not fire ticks that passed while the schedule was off. A
@@ -114,7 +130,7 @@ def set_schedule_enabled(schedule_id: str, enabled: bool, *, tenant_id=None) -> 
     return engine_schedules.set_enabled(engine_schedules.stored_id(schedule_id, tenant_id), schedule_id, enabled)
 
 
-def fire_schedule_now(schedule_id: str, *, tenant_id=None) -> Run:
+def fire_schedule_now(schedule_id: str, *, tenant_id: str | UUID | None = None) -> Run:
     """Enqueue one run of the schedule now, enabled or not, leaving its regular ticks as they are.
 
     Returns:

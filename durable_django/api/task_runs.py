@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from ..engine import submit
 from ..registry import TASK_PATH_VERSION
 from ..store import task_results
@@ -11,7 +13,15 @@ from ..types import RetryPolicy, Run
 __all__ = ["RunWithJournal", "enqueue", "get"]
 
 
-def enqueue(path: str, payload, *, queue: str, priority: int, available_at, retry: RetryPolicy | None) -> Run:
+def enqueue(
+    path: str,
+    payload: object,
+    *,
+    queue: str,
+    priority: int,
+    available_at: datetime | None,
+    retry: RetryPolicy | None,
+) -> Run:
     """Insert a pending version-0 run of the task at ``path`` with ``payload`` as its input."""
     return submit.insert_or_join(
         submit.build_task_run(path, payload, queue=queue, priority=priority, available_at=available_at, retry=retry)

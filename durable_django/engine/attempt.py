@@ -14,7 +14,10 @@ import ctypes
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from datetime import datetime
+from typing import Any, ParamSpec, TypeVar
 
 from django.db import DatabaseError
 
@@ -25,9 +28,12 @@ from ..types import ClaimedRun
 
 logger = logging.getLogger("durable_django.worker")
 
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
 
 class Attempt:
-    def __init__(self, claimed: ClaimedRun, database_now, *, started: bool = True):
+    def __init__(self, claimed: ClaimedRun, database_now: datetime, *, started: bool = True) -> None:
         self.run = claimed.run
         self.token = claimed.token
         self.journal = claimed.journal
@@ -47,14 +53,14 @@ class Attempt:
         self._in_user_code = False
         self._interrupted = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[Any] | None = None
 
     @property
     def held(self) -> tuple[str, int]:
         """(run_id, token): what identifies this claim, in the database and in a worker's books."""
         return self.run.run_id, self.token
 
-    def persist(self, write, *args, **kwargs):
+    def persist(self, write: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         """Make one fenced write of this attempt, sending it again while the database cannot be reached.
 
         A step whose function returned keeps its value through a database
@@ -94,7 +100,7 @@ class Attempt:
     # -- user code boundaries -------------------------------------------------
 
     @contextmanager
-    def user_code(self):
+    def user_code(self) -> Iterator[None]:
         """Mark a stretch of user code that a stop may interrupt."""
         with self._lock:
             self._thread_id = threading.get_ident()
@@ -105,7 +111,7 @@ class Attempt:
             self._leave(previous)
 
     @contextmanager
-    def engine_code(self):
+    def engine_code(self) -> Iterator[None]:
         """Mark engine code inside a handler (context methods) that must not be interrupted."""
         with self._lock:
             previous, self._in_user_code = self._in_user_code, False
@@ -117,7 +123,7 @@ class Attempt:
                 self._in_user_code = previous
 
     @contextmanager
-    def pivot(self):
+    def pivot(self) -> Iterator[None]:
         """Run a pivot step's fn: checked and entered under the lock, so a cancel lands before or waits."""
         with self._lock:
             if self.lost:
@@ -131,7 +137,7 @@ class Attempt:
             with self._lock:
                 self._pivot_depth -= 1
 
-    def bind_async(self, loop, task) -> None:
+    def bind_async(self, loop: asyncio.AbstractEventLoop | None, task: asyncio.Task[Any] | None) -> None:
         """Route stops to an async handler's task (None, None once its event loop is gone)."""
         with self._lock:
             self._loop, self._task = loop, task
@@ -172,13 +178,13 @@ class Attempt:
             if not lost and (self._pivot_depth or self.pivoted):
                 return  # a requested cancel waits while a pivot step runs
             if self._task is not None and self._loop is not None:
-                self._cancel_task()
+                self._cancel_task(self._loop, self._task)
             elif self._in_user_code and not self._interrupted and self._thread_id is not None:
                 exc = LeaseLost if lost else Cancelled
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), ctypes.py_object(exc))
                 self._interrupted = True
 
-    def _cancel_task(self) -> None:
+    def _cancel_task(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:
         # The loop may have closed since (the handler ended between the caller's look and this call).
         with suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._task.cancel)
+            loop.call_soon_threadsafe(task.cancel)

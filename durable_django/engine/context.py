@@ -10,20 +10,52 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any, ParamSpec, TypedDict, TypeVar, Unpack
 
 from .. import faults
 from ..exceptions import Cancelled, InvalidInput, StepResultNotSerializable, Suspended
 from ..journal_ids import StepId
 from ..store import journal as journal_store
 from ..store.db import connection
-from ..types import Run
+from ..types import ChildResult, RetryPolicy, Run
 from ..values import aware, integer, json_text, seconds, text
 from . import submit
 from .attempt import Attempt
 
 _SPAWN_FORBIDDEN = ("idempotency_key", "coalesce_key", "tenant_id", "parent_run_id")
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+class SpawnOptions(TypedDict, total=False):
+    """What ``spawn()`` passes on to the child's submit; the keys that identify the child are spawn's own."""
+
+    delay: timedelta | float | None
+    available_at: datetime | None
+    version: int | None
+    queue: str
+    priority: int
+    retry: RetryPolicy | None
+
+
+class _AsyncSpawnOptions(SpawnOptions, total=False):
+    occurrence: int
+
+
+class _SignalWaitOptions(TypedDict, total=False):
+    occurrence: int
+    signal_occurrence: int
+    timeout: timedelta | float | None
+    default: object
+
+
+class _ResultWaitOptions(TypedDict, total=False):
+    occurrence: int
+    timeout: timedelta | float | None
 
 
 class RunFacts:
@@ -31,12 +63,29 @@ class RunFacts:
 
     _attempt: Attempt
 
-    run_id = property(lambda self: self._attempt.run.run_id)
-    name = property(lambda self: self._attempt.run.name)
-    version = property(lambda self: self._attempt.run.version)
-    attempt = property(lambda self: self._attempt.token)
-    tenant_id = property(lambda self: self._attempt.run.tenant_id)
-    input = property(lambda self: self._attempt.run.input)
+    @property
+    def run_id(self) -> str:
+        return self._attempt.run.run_id
+
+    @property
+    def name(self) -> str:
+        return self._attempt.run.name
+
+    @property
+    def version(self) -> int:
+        return self._attempt.run.version
+
+    @property
+    def attempt(self) -> int:
+        return self._attempt.token
+
+    @property
+    def tenant_id(self) -> str | None:
+        return self._attempt.run.tenant_id
+
+    @property
+    def input(self) -> Any:
+        return self._attempt.run.input
 
     @property
     def run(self) -> Run:
@@ -49,7 +98,7 @@ class RunFacts:
         return self._attempt.database_now
 
     @property
-    def journal(self) -> dict:
+    def journal(self) -> dict[str, Any]:
         """A copy of the run's journal as this attempt sees it: step id -> value."""
         return dict(self._attempt.journal)
 
@@ -78,7 +127,7 @@ class Context(RunFacts):
             refused (see ``_enter``).
     """
 
-    def __init__(self, attempt: Attempt, *, atomic_depth: int = 0):
+    def __init__(self, attempt: Attempt, *, atomic_depth: int = 0) -> None:
         self._attempt = attempt
         self._run = attempt.run
         self._atomic_depth = atomic_depth
@@ -86,7 +135,7 @@ class Context(RunFacts):
 
     # -- steps -------------------------------------------------------------
 
-    def _enter(self, name, occurrence) -> str:
+    def _enter(self, name: object, occurrence: object) -> str:
         """Raise the stop this attempt owes, refuse a call from inside the handler's own transaction,
         and return the call's step id."""
         if self.suspended:
@@ -102,7 +151,7 @@ class Context(RunFacts):
             )
         return str(sid)
 
-    def _record(self, sid: str, name: str, value, pivot: bool):
+    def _record(self, sid: str, name: str, value: object, pivot: bool) -> Any:
         try:
             encoded = json_text(value, what="step result")
         except InvalidInput as exc:
@@ -121,7 +170,7 @@ class Context(RunFacts):
         self._attempt.journal[sid] = recorded.value
         return recorded.value
 
-    def step(self, name: str, fn, *, occurrence: int = 0, pivot: bool = False):
+    def step(self, name: str, fn: Callable[[], object], *, occurrence: int = 0, pivot: bool = False) -> Any:
         """Return the journalled value of (name, occurrence), or call ``fn`` and journal its result.
 
         A pivot step holds back a requested cancel from before ``fn`` runs until its
@@ -146,7 +195,7 @@ class Context(RunFacts):
 
     # -- suspensions -------------------------------------------------------
 
-    def _resolve(self, sid: str, outcome):
+    def _resolve(self, sid: str, outcome: journal_store.WaitOutcome) -> Any:
         if outcome.cancel_requested:
             self._attempt.cancel_requested = True
             raise Cancelled()
@@ -156,7 +205,7 @@ class Context(RunFacts):
         self._attempt.journal[sid] = outcome.value
         return outcome.value
 
-    def _sleep(self, name, occurrence, *, delay=None, until=None):
+    def _sleep(self, name: str, occurrence: int, *, delay: float | None = None, until: datetime | None = None) -> None:
         with self._attempt.engine_code():
             sid = self._enter(name, occurrence)
             stored = self._attempt.journal.get(sid)
@@ -168,7 +217,7 @@ class Context(RunFacts):
             self._resolve(sid, outcome)
             return None
 
-    def sleep_for(self, name: str, delay, *, occurrence: int = 0) -> None:
+    def sleep_for(self, name: str, delay: timedelta | float, *, occurrence: int = 0) -> None:
         """Sleep ``delay`` (a timedelta or seconds) measured by PostgreSQL's clock, holding no worker."""
         return self._sleep(name, occurrence, delay=seconds(delay, what="delay", allow_none=False))
 
@@ -179,8 +228,15 @@ class Context(RunFacts):
         return self._sleep(name, occurrence, until=aware(when, what="when"))
 
     def wait_for_signal(
-        self, name: str, signal: str, *, occurrence: int = 0, signal_occurrence: int = 0, timeout=None, default=None
-    ):
+        self,
+        name: str,
+        signal: str,
+        *,
+        occurrence: int = 0,
+        signal_occurrence: int = 0,
+        timeout: timedelta | float | None = None,
+        default: object = None,
+    ) -> Any:
         """Return the value of signal (signal, signal_occurrence), or ``default`` after ``timeout``."""
         with self._attempt.engine_code():
             sid = self._enter(name, occurrence)
@@ -202,12 +258,21 @@ class Context(RunFacts):
             )
             return self._resolve(sid, outcome)
 
-    def spawn(self, name: str, function: str, input=None, *, occurrence: int = 0, **enqueue_options) -> str:
+    def spawn(
+        self,
+        name: str,
+        function: str,
+        input: object = None,
+        *,
+        occurrence: int = 0,
+        **enqueue_options: Unpack[SpawnOptions],
+    ) -> str:
         """Enqueue a child run (once, whatever the replays) and return its run id."""
         with self._attempt.engine_code():
             sid = self._enter(name, occurrence)
             if sid in self._attempt.journal:
-                return self._attempt.journal[sid]
+                journalled_id: str = self._attempt.journal[sid]
+                return journalled_id
             forbidden = sorted(set(enqueue_options) & set(_SPAWN_FORBIDDEN))
             if forbidden:
                 raise InvalidInput(f"spawn() sets {', '.join(forbidden)} itself: the step identity keys the child")
@@ -221,12 +286,15 @@ class Context(RunFacts):
             self._attempt.journal[sid] = child_id
             return child_id
 
-    def wait_for_result(self, name: str, child_run_id: str, *, occurrence: int = 0, timeout=None) -> dict:
+    def wait_for_result(
+        self, name: str, child_run_id: str, *, occurrence: int = 0, timeout: timedelta | float | None = None
+    ) -> ChildResult:
         """Wait for a direct child to land; returns {"state", "result", "error"}."""
         with self._attempt.engine_code():
             sid = self._enter(name, occurrence)
             if sid in self._attempt.journal:
-                return self._attempt.journal[sid]
+                journalled: ChildResult = self._attempt.journal[sid]
+                return journalled
             outcome = self._attempt.persist(
                 journal_store.wait_for_child,
                 self._run.run_id,
@@ -236,7 +304,8 @@ class Context(RunFacts):
                 child_run_id=text(str(child_run_id), what="child_run_id"),
                 timeout_seconds=seconds(timeout, what="timeout"),
             )
-            return self._resolve(sid, outcome)
+            result: ChildResult = self._resolve(sid, outcome)
+            return result
 
 
 class AsyncContext(RunFacts):
@@ -247,7 +316,7 @@ class AsyncContext(RunFacts):
     the attempt ends.
     """
 
-    def __init__(self, attempt: Attempt, executor: ThreadPoolExecutor):
+    def __init__(self, attempt: Attempt, executor: ThreadPoolExecutor) -> None:
         self._sync = Context(attempt)
         self._attempt = attempt
         self._executor = executor
@@ -256,15 +325,17 @@ class AsyncContext(RunFacts):
     def suspended(self) -> bool:
         return self._sync.suspended
 
-    async def _off_loop(self, fn, *args, **kwargs):
+    async def _off_loop(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         call = functools.partial(fn, *args, **kwargs)
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 
-    async def step(self, name: str, fn, *, occurrence: int = 0, pivot: bool = False):
+    async def step(self, name: str, fn: Callable[[], Any], *, occurrence: int = 0, pivot: bool = False) -> Any:
         sid = await self._off_loop(self._sync._enter, name, occurrence)
         if sid in self._attempt.journal:
             return self._attempt.journal[sid]
-        call = fn if inspect.iscoroutinefunction(fn) else functools.partial(self._off_loop, fn)
+        call: Callable[[], Awaitable[Any]] = (
+            fn if inspect.iscoroutinefunction(fn) else functools.partial(self._off_loop, fn)
+        )
         if pivot:
             # As in the sync context: a requested cancel waits until the pivot's value is journalled.
             with self._attempt.pivot():
@@ -273,17 +344,17 @@ class AsyncContext(RunFacts):
         value = await call()
         return await self._off_loop(self._sync._record, sid, name, value, pivot)
 
-    async def sleep_for(self, name, delay, *, occurrence=0):
+    async def sleep_for(self, name: str, delay: timedelta | float, *, occurrence: int = 0) -> None:
         return await self._off_loop(self._sync.sleep_for, name, delay, occurrence=occurrence)
 
-    async def sleep_until(self, name, when, *, occurrence=0):
+    async def sleep_until(self, name: str, when: datetime, *, occurrence: int = 0) -> None:
         return await self._off_loop(self._sync.sleep_until, name, when, occurrence=occurrence)
 
-    async def wait_for_signal(self, name, signal, **options):
+    async def wait_for_signal(self, name: str, signal: str, **options: Unpack[_SignalWaitOptions]) -> Any:
         return await self._off_loop(self._sync.wait_for_signal, name, signal, **options)
 
-    async def spawn(self, name, function, input=None, **options):
+    async def spawn(self, name: str, function: str, input: object = None, **options: Unpack[_AsyncSpawnOptions]) -> str:
         return await self._off_loop(self._sync.spawn, name, function, input, **options)
 
-    async def wait_for_result(self, name, child_run_id, **options):
+    async def wait_for_result(self, name: str, child_run_id: str, **options: Unpack[_ResultWaitOptions]) -> ChildResult:
         return await self._off_loop(self._sync.wait_for_result, name, child_run_id, **options)

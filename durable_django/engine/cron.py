@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, CroniterError, croniter
@@ -41,11 +42,11 @@ class CronSpec:
     # It fires in every hour of the day, so a repeated hour fires in both passes.
     every_hour: bool
 
-    def wall_times(self, start: datetime) -> croniter:
+    def wall_times(self, start: datetime) -> croniter[datetime]:
         return croniter(self.expression, start, ret_type=datetime, second_at_beginning=self.seconds_first)
 
 
-def normalize(expression) -> str:
+def normalize(expression: object) -> str:
     """The expression with single spaces between fields, so an upsert compares like with like.
 
     Args:
@@ -62,7 +63,7 @@ def normalize(expression) -> str:
     return " ".join(expression.split())
 
 
-def parse(expression, tz="UTC") -> CronSpec:
+def parse(expression: object, tz: object = "UTC") -> CronSpec:
     """Validate a cron expression and an IANA time zone name.
 
     Args:
@@ -86,7 +87,8 @@ def parse(expression, tz="UTC") -> CronSpec:
         parsed = croniter(text, second_at_beginning=seconds_first)
     except (CroniterError, ValueError, KeyError, TypeError) as exc:
         raise InvalidSchedule(f"invalid cron expression {text!r}: {exc}", cron=text) from None
-    hours = parsed.expanded[1]
+    # The stubs type ``expanded`` as lists of str; croniter expands a field to ints, or to ["*"] for every value.
+    hours = cast(list[int | str], parsed.expanded[1])
     spec = CronSpec(
         expression=text,
         zone=zone(tz),
@@ -97,7 +99,7 @@ def parse(expression, tz="UTC") -> CronSpec:
     return spec
 
 
-def zone(tz) -> ZoneInfo:
+def zone(tz: object) -> ZoneInfo:
     """Look up an IANA zone.
 
     Args:
@@ -141,7 +143,7 @@ def next_fire_after(spec: CronSpec, after: datetime) -> datetime:
         shift = _offset(spec.zone, after - _TRANSITION_WINDOW) - _offset(spec.zone, after + _TRANSITION_WINDOW)
         start = local - max(shift, timedelta(0))
     walls = spec.wall_times(start)
-    best = None
+    best: datetime | None = None
     while True:
         try:
             wall = walls.get_next(datetime)
@@ -155,11 +157,14 @@ def next_fire_after(spec: CronSpec, after: datetime) -> datetime:
                 best = instant
         # First passes only grow with the wall time: nothing later can come sooner.
         if instants[0] > after:
+            assert best is not None, "instants[0] is after ``after``, so it was a candidate"
             return best
 
 
 def _offset(zone_info: ZoneInfo, instant: datetime) -> timedelta:
-    return instant.astimezone(zone_info).utcoffset()
+    offset = instant.astimezone(zone_info).utcoffset()
+    assert offset is not None, "an instant in a ZoneInfo zone always has an offset"
+    return offset
 
 
 def _instants(spec: CronSpec, wall: datetime) -> list[datetime]:

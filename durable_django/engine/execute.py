@@ -7,13 +7,15 @@ import enum
 import inspect
 import logging
 import traceback
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from django.db import connections
 
 from ..conf import durable_settings
 from ..exceptions import Cancelled, InvalidInput, LeaseLost, RecoveriesExhausted, Suspended, UnknownFunction
-from ..registry import registry
+from ..registry import Handler, registry
 from ..store import landing
 from ..store.db import connection
 from ..values import json_text
@@ -74,7 +76,7 @@ def complete_now(attempt: Attempt, output: str) -> Outcome:
     return report_success(attempt, attempt.run.run_id in landed)
 
 
-def execute(attempt: Attempt, *, land_success=complete_now) -> Outcome:
+def execute(attempt: Attempt, *, land_success: Callable[[Attempt, str], Outcome] = complete_now) -> Outcome:
     """Run the handler once and land what it did.
 
     Args:
@@ -100,6 +102,7 @@ def execute(attempt: Attempt, *, land_success=complete_now) -> Outcome:
         handler = registry.resolve(run.name, run.version)
     except (UnknownFunction, ImportError) as exc:
         return fail_attempt(attempt, exc, final=True)
+    ctx: Context | AsyncContext
     try:
         if inspect.iscoroutinefunction(handler):
             result, ctx = _run_async(handler, attempt)
@@ -133,12 +136,12 @@ def execute(attempt: Attempt, *, land_success=complete_now) -> Outcome:
     return land_success(attempt, output)
 
 
-def _run_async(handler, attempt: Attempt):
+def _run_async(handler: Handler, attempt: Attempt) -> tuple[Any, AsyncContext]:
     """Run an async handler on a fresh event loop; its database work runs on a thread of its own."""
     database_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="durable-async-db")
     ctx = AsyncContext(attempt, database_thread)
 
-    async def main():
+    async def main() -> Any:
         attempt.bind_async(asyncio.get_running_loop(), asyncio.current_task())
         attempt.check()
         return await handler(ctx, attempt.run.input)

@@ -16,9 +16,13 @@ from ..conf import durable_settings
 from ..exceptions import OutputNotStored
 from ..registry import registry
 from ..store import claims, journal, landing
-from ..store.claims import ClaimBounds, Renewal
-from ..store.db import WAKE_CHANNEL, is_disconnect, listening, reset_connection  # noqa: F401  (the worker's)
-from ..store.schedules import database_now  # noqa: F401  (the worker's clock for its cutoffs)
+from ..store.claims import ClaimBounds as ClaimBounds  # the worker's (re-exported: it never imports the store)
+from ..store.claims import Renewal
+from ..store.db import WAKE_CHANNEL as WAKE_CHANNEL  # the worker's
+from ..store.db import is_disconnect
+from ..store.db import listening as listening  # the worker's
+from ..store.db import reset_connection as reset_connection  # the worker's, and used here
+from ..store.schedules import database_now as database_now  # the worker's clock for its cutoffs
 from ..types import ClaimedRun
 from .attempt import Attempt
 from .execute import Outcome, fail_attempt, finished, report_success

@@ -66,7 +66,7 @@ def stranded_wait(run: reconcile.WaitingRun) -> str | None:
 class Reconciler:
     """Repairs stranded runs, a bounded chunk of each kind per pass."""
 
-    def __init__(self, *, chunk: int = CHUNK):
+    def __init__(self, *, chunk: int = CHUNK) -> None:
         self.chunk = chunk
         self._waiting_after = ""
         self._children_after = ("", "")
@@ -80,7 +80,7 @@ class Reconciler:
 
     def stranded(self) -> list[Repair]:
         """Every run in a state that must not exist, read through every chunk, repairing nothing."""
-        found = []
+        found: list[Repair] = []
         after = ""
         while True:
             chunk = reconcile.waiting_chunk(after, self.chunk)
@@ -117,7 +117,9 @@ class Reconciler:
             reconcile.lock_run(run.run_id)
             # Read again under the lock: a landing or a signal may have just woken it.
             current = reconcile.waiting_run(run.run_id)
-            problem = stranded_wait(current) if current is not None else None
+            if current is None:
+                continue
+            problem = stranded_wait(current)
             if problem is not None and reconcile.wake(current.run_id, current.waiting_for):
                 repairs.append(Repair(run.run_id, problem, "woken to replay its wait"))
         return repairs

@@ -10,8 +10,9 @@ settings) are in docs/schedules.md.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from django.db import transaction
 
@@ -22,7 +23,7 @@ from ..store.db import connection
 from ..store.schedules import Fired
 from ..tenancy import normalize_tenant, scope
 from ..types import Run, Schedule
-from ..values import json_text
+from ..values import json_text, text
 from . import cron as cron_math
 from . import submit
 
@@ -71,7 +72,7 @@ def fire_due(*, names: list[str], tenant_id: str | None, limit: int = 100, skip:
     return schedule_store.claim_due(names=names, tenant_id=tenant_id, limit=limit, fire=fire_tick, skip=skip)
 
 
-def sync_settings_schedules(declared: dict) -> tuple[list[Schedule], list[str], dict[str, Exception]]:
+def sync_settings_schedules(declared: object) -> tuple[list[Schedule], list[str], dict[object, Exception]]:
     """Make the settings-sourced schedules match ``DURABLE["SCHEDULES"]`` (``declared``).
 
     Entries are upserted keeping ``next_fire_at`` while cron and zone hold, and
@@ -101,7 +102,7 @@ def sync_settings_schedules(declared: dict) -> tuple[list[Schedule], list[str], 
     return upserted, deleted, invalid
 
 
-def declared_schedule_errors(declared) -> dict:
+def declared_schedule_errors(declared: object) -> dict[object, Exception]:
     """{entry id: error} for the entries of ``DURABLE["SCHEDULES"]`` that a sync would skip (no database access)."""
     if not isinstance(declared, dict):
         return {None: InvalidInput('DURABLE["SCHEDULES"] must be a dict of schedule id -> entry')}
@@ -111,9 +112,10 @@ def declared_schedule_errors(declared) -> dict:
 _ENTRY_KEYS = {"name", "cron", "tz", "input", "tenant_id", "enabled"}
 
 
-def _validate_entries(declared: dict) -> tuple[list[dict], dict]:
+def _validate_entries(declared: Mapping[object, object]) -> tuple[list[dict[str, Any]], dict[object, Exception]]:
     """(params of the valid entries, {entry id: error} for the others), each entry validated on its own."""
-    valid, invalid = [], {}
+    valid: list[dict[str, Any]] = []
+    invalid: dict[object, Exception] = {}
     for schedule_id in sorted(declared, key=str):
         try:
             valid.append(_settings_params(schedule_id, declared[schedule_id]))
@@ -124,7 +126,7 @@ def _validate_entries(declared: dict) -> tuple[list[dict], dict]:
     return valid, invalid
 
 
-def _settings_params(schedule_id, entry) -> dict:
+def _settings_params(schedule_id: object, entry: object) -> dict[str, Any]:
     if not isinstance(entry, dict):
         raise InvalidInput(f"schedule {schedule_id!r}: an entry must be a dict")
     unknown = set(entry) - _ENTRY_KEYS
@@ -145,7 +147,17 @@ def _settings_params(schedule_id, entry) -> dict:
     )
 
 
-def schedule_params(schedule_id, name, cron_expression, *, input, tz, tenant_id, enabled, source) -> dict:
+def schedule_params(
+    schedule_id: object,
+    name: str,
+    cron_expression: str,
+    *,
+    input: object,
+    tz: str,
+    tenant_id: object,
+    enabled: bool,
+    source: str,
+) -> dict[str, Any]:
     """Validate everything a schedule names; nothing is written before this passes."""
     stored = stored_id(schedule_id, tenant_id)
     validate_name(name)
@@ -166,7 +178,7 @@ def schedule_params(schedule_id, name, cron_expression, *, input, tz, tenant_id,
     }
 
 
-def upsert(params: dict, *, keep_disabled: bool) -> Schedule:
+def upsert(params: dict[str, Any], *, keep_disabled: bool) -> Schedule:
     """Insert or update a validated schedule, its next tick computed from the database's clock."""
     spec = params.pop("spec")
     with transaction.atomic(using=connection().alias):
@@ -174,7 +186,7 @@ def upsert(params: dict, *, keep_disabled: bool) -> Schedule:
         return schedule_store.upsert(params, keep_disabled=keep_disabled)
 
 
-def create(params: dict) -> Schedule | None:
+def create(params: dict[str, Any]) -> Schedule | None:
     """Insert a validated schedule unless its id is taken (then None): an add never becomes a change."""
     spec = params.pop("spec")
     with transaction.atomic(using=connection().alias):
@@ -182,7 +194,7 @@ def create(params: dict) -> Schedule | None:
         return schedule_store.insert(params)
 
 
-def lock_or_refuse(stored: str, schedule_id: str):
+def lock_or_refuse(stored: str, schedule_id: str) -> tuple[Schedule, datetime]:
     """Lock a schedule row for an operator change; (schedule, database now), or InvalidInput."""
     locked = schedule_store.lock(stored)
     if locked is None:
@@ -198,7 +210,9 @@ def set_enabled(stored: str, schedule_id: str, enabled: bool) -> Schedule:
             fresh = cron_math.next_fire_after(cron_math.parse(current.cron, current.tz), now)
         except InvalidSchedule:
             fresh = None  # a corrupt stored cron keeps its next_fire_at; firing will postpone it
-        return schedule_store.set_enabled(stored, enabled, fresh)
+        updated = schedule_store.set_enabled(stored, enabled, fresh)
+        assert updated is not None, "the row is locked by this transaction, so the update finds it"
+        return updated
 
 
 def fire_now(stored: str, schedule_id: str) -> Run:
@@ -210,9 +224,14 @@ def fire_now(stored: str, schedule_id: str) -> Run:
         return run
 
 
-def stored_id(schedule_id, tenant_id) -> str:
-    """The id a schedule is stored under: the caller's id scoped by its tenant."""
-    return scope(schedule_id, normalize_tenant(tenant_id), what="schedule_id")
+def stored_id(schedule_id: object, tenant_id: object) -> str:
+    """The id a schedule is stored under: the caller's id scoped by its tenant.
+
+    Raises:
+        InvalidInput: the id is not a non-empty string PostgreSQL can store (``scope`` alone lets None
+            through, which the insert then refused with an IntegrityError).
+    """
+    return scope(text(schedule_id, what="schedule_id"), normalize_tenant(tenant_id), what="schedule_id")
 
 
 def fire_tick(current: Schedule, now: datetime) -> tuple[Run, datetime]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+from typing import Any
+
 from ..conf import durable_settings
 from ..exceptions import InvalidInput
 from ..registry import TASK_PATH_VERSION, registry, validate_name
@@ -17,20 +20,20 @@ RESERVED_KEY_PREFIXES = ("spawn:", "schedule:")
 
 
 def build(
-    name,
-    input=None,
+    name: str,
+    input: object = None,
     *,
-    idempotency_key=None,
-    coalesce_key=None,
-    tenant_id=None,
-    delay=None,
-    available_at=None,
-    version=None,
-    queue="default",
-    priority=0,
-    parent_run_id=None,
+    idempotency_key: str | None = None,
+    coalesce_key: str | None = None,
+    tenant_id: object = None,
+    delay: timedelta | float | None = None,
+    available_at: datetime | None = None,
+    version: int | None = None,
+    queue: str = "default",
+    priority: int = 0,
+    parent_run_id: str | None = None,
     retry: RetryPolicy | None = None,
-) -> dict:
+) -> dict[str, Any]:
     """Validate everything a caller's submit names and return the store's insert parameters.
 
     Raises:
@@ -73,7 +76,15 @@ def build(
     )
 
 
-def build_task_run(path: str, payload, *, queue: str, priority: int, available_at, retry: RetryPolicy | None) -> dict:
+def build_task_run(
+    path: str,
+    payload: object,
+    *,
+    queue: str,
+    priority: int,
+    available_at: datetime | None,
+    retry: RetryPolicy | None,
+) -> dict[str, Any]:
     """The insert parameters of a Django Tasks run: named by its task's import path, version 0."""
     return _params(
         text(path, what="task path"),
@@ -91,26 +102,26 @@ def build_task_run(path: str, payload, *, queue: str, priority: int, available_a
     )
 
 
-def with_engine_key(params: dict, key: str) -> dict:
+def with_engine_key(params: dict[str, Any], key: str) -> dict[str, Any]:
     """``params`` keyed by an engine-made key (reserved prefix), scoped to the run's tenant."""
     return {**params, "idempotency_key": scope(key, params["tenant_id"], what="idempotency_key")}
 
 
 def _params(
-    name,
-    input,
-    version,
+    name: str,
+    input: object,
+    version: int | None,
     *,
-    tenant_id,
-    idempotency_key,
-    coalesce_key,
-    delay,
-    available_at,
-    queue,
-    priority,
-    parent_run_id,
-    retry,
-) -> dict:
+    tenant_id: object,
+    idempotency_key: str | None,
+    coalesce_key: str | None,
+    delay: timedelta | float | None,
+    available_at: datetime | None,
+    queue: str,
+    priority: int,
+    parent_run_id: str | None,
+    retry: RetryPolicy | None,
+) -> dict[str, Any]:
     tenant = normalize_tenant(tenant_id)
     delay_seconds = seconds(delay, what="delay")
     when = aware(available_at, what="available_at")
@@ -139,7 +150,7 @@ def _params(
 _JOIN_ATTEMPTS = 20
 
 
-def insert_or_join(params: dict) -> Run:
+def insert_or_join(params: dict[str, Any]) -> Run:
     """Insert the run, or return the run its idempotency or coalesce key already names.
 
     A conflict that has vanished by the time we look (the coalesced run was

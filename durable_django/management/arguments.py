@@ -7,6 +7,7 @@ import json
 import re
 import uuid
 from datetime import timedelta
+from typing import Any
 
 from ..values import MAX_SECONDS
 
@@ -59,7 +60,7 @@ def name_list(text: str) -> list[str]:
     return names
 
 
-def json_value(text: str):
+def json_value(text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

@@ -12,7 +12,9 @@ waiting, so they never take part in a deadlock.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..types import Run
@@ -148,7 +150,8 @@ class Claimed:
     recovered: bool
     # It started with the claim; otherwise it waits for a slot (see START).
     started: bool
-    database_now: Any
+    # The database's clock when the claim took it.
+    database_now: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +166,14 @@ class Renewal:
     held: bool
 
 
-def claim_filter(*, pairs, task_paths, names, queues, tenant_id) -> ClaimBounds:
+def claim_filter(
+    *,
+    pairs: Iterable[tuple[str, int]],
+    task_paths: bool,
+    names: Sequence[str] | None,
+    queues: Sequence[str] | None,
+    tenant_id: str | None,
+) -> ClaimBounds:
     """The conditions that bound a worker's claims.
 
     Each (name, version) pair it runs is spelled out as column tests, and only
@@ -208,11 +218,11 @@ def claim(*, limit: int, start_now: int, lease_seconds: float, worker_id: str, b
 def seconds_until_next_due(bounds: ClaimBounds) -> float | None:
     with cursor() as cur:
         cur.execute(bounds.next_due_sql, bounds.params)
-        delta = cur.fetchone()[0]
+        delta: timedelta | None = cur.fetchone()[0]
     return None if delta is None else delta.total_seconds()
 
 
-def _pairs(held: list[tuple[str, int]]) -> dict[str, list]:
+def _pairs(held: list[tuple[str, int]]) -> dict[str, Any]:
     return {"run_ids": [run_id for run_id, _ in held], "tokens": [token for _, token in held]}
 
 
@@ -241,9 +251,10 @@ def release(held: list[tuple[str, int]]) -> int:
     if not held:
         return 0
 
-    def work():
+    def work() -> int:
         with cursor() as cur:
             cur.execute(RELEASE, _pairs(held))
-            return cur.fetchone()[0]
+            released: int = cur.fetchone()[0]
+            return released
 
     return in_transaction(work)

@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any, ParamSpec, TypeVar
 
 import psycopg
 from django.db import DatabaseError, InterfaceError, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorWrapper
 
 from ..conf import durable_settings
 from ..states import TERMINAL_STATUSES, RunStatus
@@ -21,14 +25,20 @@ DONE_CHANNEL = "durable_done"
 
 TERMINAL = tuple(sorted(TERMINAL_STATUSES))
 
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
-def connection():
+# A row as a cursor returns it; the statement that read it says what each column holds.
+Row = Sequence[Any]
+
+
+def connection() -> BaseDatabaseWrapper:
     """The Django connection of the alias the durable tables live on (per thread)."""
     return connections[durable_settings.DATABASE]
 
 
 @contextmanager
-def cursor():
+def cursor() -> Iterator[CursorWrapper]:
     """A cursor on Django's own connection (so it joins the caller's transaction) with server-side binding.
 
     The store's statements are few and fixed; binding parameters on the server
@@ -43,13 +53,14 @@ def cursor():
             yield cur
         return
     conn.ensure_connection()
-    raw = conn.connection
+    raw: psycopg.Connection[Any] = conn.connection
     if raw.prepare_threshold is None and durable_settings.PREPARED_STATEMENTS:
         # Django disables preparation for the sake of connection poolers; only our
         # server-binding cursors prepare (Django's own client-binding cursors never do).
         raw.prepare_threshold = 0
     conn.validate_thread_sharing()
-    with conn.make_cursor(psycopg.Cursor(raw)) as cur:
+    # make_cursor() wraps the DB-API cursor it is given; django-stubs types its argument as a CursorWrapper.
+    with conn.make_cursor(psycopg.Cursor(raw)) as cur:  # type: ignore[arg-type]
         yield cur
 
 
@@ -83,7 +94,7 @@ def is_disconnect(exc: BaseException) -> bool:
     return sqlstate is None or sqlstate.startswith("08") or sqlstate in {"57P01", "57P02", "57P03"}
 
 
-def in_transaction(work, *args, **kwargs):
+def in_transaction(work: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
     """Run ``work(*args, **kwargs)`` in a transaction of its own, again after a deadlock or serialization failure.
 
     Inside a caller's ``atomic()`` block the work joins that transaction (a
@@ -105,7 +116,7 @@ def in_transaction(work, *args, **kwargs):
     raise AssertionError("unreachable")
 
 
-def from_json(text):
+def from_json(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
@@ -123,7 +134,7 @@ def qualified_run_columns(alias: str) -> str:
     return ", ".join(f"{alias}.{column.strip()}" for column in RUN_COLUMNS.split(","))
 
 
-def row_to_run(row) -> Run:
+def row_to_run(row: Row) -> Run:
     (
         run_id,
         name,
@@ -195,7 +206,7 @@ SCHEDULE_COLUMNS = (
 )
 
 
-def row_to_schedule(row) -> Schedule:
+def row_to_schedule(row: Row) -> Schedule:
     (schedule_id, name, cron, tz, input_, next_fire_at, enabled, tenant_id, created_at, updated_at) = row[:10]
     return Schedule(
         schedule_id=unscope(schedule_id),
@@ -211,7 +222,7 @@ def row_to_schedule(row) -> Schedule:
     )
 
 
-def session_connection_params() -> dict:
+def session_connection_params() -> dict[str, Any]:
     """psycopg.connect() arguments for a session of its own on the durable alias (LISTEN needs one)."""
     params = connection().get_connection_params()
     for django_only in ("cursor_factory", "context", "prepare_threshold"):
@@ -220,7 +231,7 @@ def session_connection_params() -> dict:
 
 
 @contextmanager
-def listening(channels):
+def listening(channels: Iterable[str]) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
     """A dedicated autocommit session that LISTENs on ``channels``; iterate ``conn.notifies()``."""
     import psycopg
 

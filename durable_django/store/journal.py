@@ -10,12 +10,15 @@ between the two.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.backends.utils import CursorWrapper
 
 from ..exceptions import LeaseLost, NotAChild, RunNotFound
 from ..journal_ids import WaitingFor
+from ..types import ChildResult
 from ..values import json_text
 from . import landing, runs
 from .db import WAKE_CHANNEL, connection, cursor, from_json
@@ -153,7 +156,8 @@ def load_journal(run_ids: list[str]) -> dict[str, dict[str, Any]]:
     return journals
 
 
-def _stored_step(cur, run_id: str, step_id: str):
+def _stored_step(cur: CursorWrapper, run_id: str, step_id: str) -> tuple[Any] | None:
+    """The journalled value of a step, as a 1-tuple (a stored JSON null is ``(None,)``), or None."""
     cur.execute(SELECT_STEP, [run_id, step_id])
     row = cur.fetchone()
     return None if row is None else (from_json(row[0]),)
@@ -178,18 +182,28 @@ def record_step(run_id: str, token: int, step_id: str, result_json: str, *, pivo
         if inserted is not None:
             return Recorded(from_json(inserted), bool(cancel) and not pivoted)
         stored = _stored_step(cur, run_id, step_id)
+    assert stored is not None, "the insert conflicted with this very entry, so it is stored"
     return Recorded(stored[0], bool(cancel) and not pivoted)
 
 
-def _lock_held(cur, run_id: str, token: int):
+def _lock_held(cur: CursorWrapper, run_id: str, token: int) -> tuple[bool, str | None]:
+    """Lock the held run; returns (cancel_requested, tenant_id)."""
     cur.execute(LOCK_HELD, {"run_id": run_id, "token": token})
-    row = cur.fetchone()
+    row: tuple[bool, str | None] | None = cur.fetchone()
     if row is None:
         raise LeaseLost()
-    return row  # (cancel_requested, tenant_id)
+    return row
 
 
-def _deadline(cur, run_id, step_id, tenant_id, *, seconds=None, until=None):
+def _deadline(
+    cur: CursorWrapper,
+    run_id: str,
+    step_id: str,
+    tenant_id: str | None,
+    *,
+    seconds: float | None = None,
+    until: datetime | None = None,
+) -> tuple[datetime, bool]:
     """Journal the deadline once (first call wins); returns (deadline, passed)."""
     cur.execute(
         RECORD_DEADLINE,
@@ -202,10 +216,12 @@ def _deadline(cur, run_id, step_id, tenant_id, *, seconds=None, until=None):
         },
     )
     cur.execute(SELECT_DEADLINE, [run_id, step_id])
-    return cur.fetchone()
+    deadline: tuple[datetime, bool] = cur.fetchone()
+    return deadline
 
 
-def _insert_step(cur, run_id, step_id, tenant_id, value):
+def _insert_step(cur: CursorWrapper, run_id: str, step_id: str, tenant_id: str | None, value: object) -> Any:
+    """Journal ``value`` (first committed value wins); returns the stored value."""
     cur.execute(
         INSERT_STEP,
         {
@@ -215,18 +231,22 @@ def _insert_step(cur, run_id, step_id, tenant_id, value):
             "tenant_id": tenant_id,
         },
     )
-    return _stored_step(cur, run_id, step_id)[0]
+    stored = _stored_step(cur, run_id, step_id)
+    assert stored is not None, "the entry was just inserted, or an earlier one is kept"
+    return stored[0]
 
 
-def _suspend(cur, run_id, token, waiting_for: WaitingFor, until):
+def _suspend(cur: CursorWrapper, run_id: str, token: int, waiting_for: WaitingFor, until: datetime | None) -> None:
     cur.execute(SUSPEND, {"run_id": run_id, "token": token, "waiting_for": str(waiting_for), "until": until})
 
 
-def _atomic():
+def _atomic() -> transaction.Atomic:
     return transaction.atomic(using=connection().alias)
 
 
-def sleep(run_id: str, token: int, step_id: str, *, seconds=None, until=None) -> WaitOutcome:
+def sleep(
+    run_id: str, token: int, step_id: str, *, seconds: float | None = None, until: datetime | None = None
+) -> WaitOutcome:
     """Journal a sleep's deadline and park the run until it, unless it has passed."""
     with _atomic(), cursor() as cur:
         cancel, tenant_id = _lock_held(cur, run_id, token)
@@ -247,8 +267,8 @@ def wait_for_signal(
     *,
     signal: str,
     occurrence: int,
-    timeout_seconds,
-    default,
+    timeout_seconds: float | None,
+    default: object,
 ) -> WaitOutcome:
     """Return the signal if it is stored, the default if the wait timed out, or park the run."""
     with _atomic(), cursor() as cur:
@@ -259,7 +279,8 @@ def wait_for_signal(
         row = cur.fetchone()
         if row is not None:
             return WaitOutcome(suspended=False, value=_insert_step(cur, run_id, step_id, tenant_id, from_json(row[0])))
-        deadline, passed = None, False
+        deadline: datetime | None = None
+        passed = False
         if timeout_seconds is not None:
             deadline, passed = _deadline(cur, run_id, deadline_step_id, tenant_id, seconds=timeout_seconds)
         if passed:
@@ -269,7 +290,13 @@ def wait_for_signal(
 
 
 def wait_for_child(
-    run_id: str, token: int, step_id: str, deadline_step_id: str, *, child_run_id: str, timeout_seconds
+    run_id: str,
+    token: int,
+    step_id: str,
+    deadline_step_id: str,
+    *,
+    child_run_id: str,
+    timeout_seconds: float | None,
 ) -> WaitOutcome:
     """Return a direct child's outcome if it landed, time it out, or park the parent until it lands."""
     with _atomic(), cursor() as cur:
@@ -286,32 +313,39 @@ def wait_for_child(
             )
         status, output, error, _error_type = row
         if status in ("succeeded", "failed", "cancelled"):
-            outcome = {"state": status, "result": from_json(output), "error": error}
+            outcome: ChildResult = {"state": status, "result": from_json(output), "error": error}
             return WaitOutcome(suspended=False, value=_insert_step(cur, run_id, step_id, tenant_id, outcome))
-        deadline, passed = None, False
+        deadline: datetime | None = None
+        passed = False
         if timeout_seconds is not None:
             deadline, passed = _deadline(cur, run_id, deadline_step_id, tenant_id, seconds=timeout_seconds)
         if passed:
             landing.cancel(child_run_id, None)
-            outcome = {"state": "timeout", "result": None, "error": None}
-            return WaitOutcome(suspended=False, value=_insert_step(cur, run_id, step_id, tenant_id, outcome))
+            timed_out: ChildResult = {"state": "timeout", "result": None, "error": None}
+            return WaitOutcome(suspended=False, value=_insert_step(cur, run_id, step_id, tenant_id, timed_out))
         _suspend(cur, run_id, token, WaitingFor.child(child_run_id), deadline)
         return WaitOutcome(suspended=True)
 
 
-def spawn(run_id: str, token: int, step_id: str, child_params: dict) -> str:
+def spawn(run_id: str, token: int, step_id: str, child_params: dict[str, Any]) -> str:
     """Insert a child and journal its id in one transaction; replay adopts the same child."""
     with _atomic(), cursor() as cur:
         _lock_held(cur, run_id, token)
         stored = _stored_step(cur, run_id, step_id)
         if stored is not None:
-            return stored[0]
+            journalled_id: str = stored[0]
+            return journalled_id
         child = runs.insert_run(child_params) or runs.find_by_idempotency_key(child_params["idempotency_key"])
+        # The insert conflicts only on the child's engine-made idempotency key (spawn() refuses a coalesce
+        # key), and that child, made under this held run's lock, is committed and cannot be purged while
+        # its parent is live: the lookup finds it.
+        assert child is not None, "the key that refused the insert names a stored child"
         cur.execute(MARK_PARENT, [run_id])
-        return _insert_step(cur, run_id, step_id, child_params["tenant_id"], child.run_id)
+        child_id: str = _insert_step(cur, run_id, step_id, child_params["tenant_id"], child.run_id)
+        return child_id
 
 
-def emit_signal(run_id: str, signal: str, occurrence: int, value_json: str, tenant_id: str | None):
+def emit_signal(run_id: str, signal: str, occurrence: int, value_json: str, tenant_id: str | None) -> Any:
     """Store a signal (first value wins) and wake the run if it waits for it; returns the stored value."""
     with _atomic(), cursor() as cur:
         cur.execute(LOCK_FOR_SIGNAL, {"run_id": run_id, "tenant_id": tenant_id})

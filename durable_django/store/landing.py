@@ -19,6 +19,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
+
+from django.db.backends.utils import CursorWrapper
 
 from ..journal_ids import WaitingFor
 from ..states import CancelOutcome
@@ -244,7 +247,7 @@ def complete_many(finished: list[Finished]) -> set[str]:
     return landed
 
 
-def _batch(items: list[Finished]) -> dict:
+def _batch(items: list[Finished]) -> dict[str, Any]:
     return {
         "run_ids": [item.run_id for item in items],
         "tokens": [item.token for item in items],
@@ -285,7 +288,7 @@ def _status(landed: dict[str, str]) -> str | None:
     return next(iter(landed.values()), None)
 
 
-def _land(parent_run_id: str | None, statement: str, params: dict) -> dict[str, str]:
+def _land(parent_run_id: str | None, statement: str, params: dict[str, Any]) -> dict[str, str]:
     """One landing transaction: lock the parent, land, wake the parent, cascade. Returns {run_id: status}."""
     with cursor() as cur:
         if parent_run_id is not None:
@@ -302,13 +305,13 @@ def _land(parent_run_id: str | None, statement: str, params: dict) -> dict[str, 
     return landed
 
 
-def _wake_parent(cur, parent_run_id: str, children: list[str]) -> None:
+def _wake_parent(cur: CursorWrapper, parent_run_id: str, children: list[str]) -> None:
     cur.execute(
         WAKE_PARENT, {"parent_run_id": parent_run_id, "waits": [str(WaitingFor.child(child)) for child in children]}
     )
 
 
-def _cascade(cur, roots: list[str]) -> None:
+def _cascade(cur: CursorWrapper, roots: list[str]) -> None:
     """Apply the cancel rule to every live descendant of ``roots``, locked top down first.
 
     The tree is read again after each locking pass: a descendant that spawned a
@@ -329,7 +332,7 @@ def cancel(run_id: str, tenant_id: str | None) -> CancelOutcome | None:
     """cancel(): returns the CancelOutcome, or None if no such run is visible."""
     params = {"run_id": run_id, "tenant_id": tenant_id}
 
-    def work():
+    def work() -> CancelOutcome | None:
         with cursor() as cur:
             cur.execute(SELECT_PARENT, params)
             row = cur.fetchone()

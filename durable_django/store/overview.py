@@ -138,7 +138,7 @@ def overview(*, cap: int = OVERVIEW_CAP) -> Overview:
     day_capped = examined >= cap
     order = {status: index for index, status in enumerate(RunStatus.values)}
 
-    def ordered(counts):
+    def ordered(counts: dict[str, int]) -> dict[str, int]:
         return dict(sorted(counts.items(), key=lambda item: order.get(item[0], len(order))))
 
     last_hour = WindowCounts(window="last hour", by_status=ordered(hour), capped=day_capped and bool(hour_filled))

@@ -77,15 +77,17 @@ SELECT count(*) FROM deleted
 _EPOCH = datetime.fromisoformat("1970-01-01T00:00:00+00:00")
 
 
-def purge_batch(cutoff: datetime, limit: int, after: tuple | None):
+def purge_batch(
+    cutoff: datetime, limit: int, after: tuple[datetime, str] | None
+) -> tuple[int, tuple[datetime, str] | None]:
     """Delete one batch of whole finished trees; returns (runs deleted, keyset position or None)."""
     after_at, after_id = after or (_EPOCH, "")
 
-    def work():
+    def work() -> tuple[int, tuple[datetime, str] | None]:
         with cursor() as cur:
             cur.execute(LOCK_BATCH, {"cutoff": cutoff, "limit": limit, "after_at": after_at, "after_id": after_id})
             doomed, last_at, last_id = cur.fetchone()
-            deleted = 0
+            deleted: int = 0
             if doomed:
                 cur.execute(DELETE_RUNS, {"run_ids": doomed})
                 deleted = cur.fetchone()[0]

@@ -101,7 +101,8 @@ def try_lock() -> bool:
     """Take the reconciler's lock for the caller's transaction, unless another worker holds it."""
     with cursor() as cur:
         cur.execute(TRY_LOCK)
-        return cur.fetchone()[0]
+        locked: bool = cur.fetchone()[0]
+        return locked
 
 
 def waiting_chunk(after: str, limit: int) -> list[WaitingRun]:
@@ -123,7 +124,8 @@ def expired(grace_seconds: float, max_recoveries: int, limit: int) -> list[tuple
     """(run_id, token, parent_run_id, recoveries) of runs left running long past their lease."""
     with cursor() as cur:
         cur.execute(EXPIRED, {"grace": grace_seconds, "max_recoveries": max_recoveries, "limit": limit})
-        return cur.fetchall()
+        rows: list[tuple[str, int, str | None, int]] = cur.fetchall()
+        return rows
 
 
 def lock_run(run_id: str) -> None:
@@ -142,7 +144,8 @@ def waiting_run(run_id: str) -> WaitingRun | None:
 def wake(run_id: str, waiting_for: str | None) -> bool:
     with cursor() as cur:
         cur.execute(WAKE, {"run_id": run_id, "waiting_for": waiting_for})
-        return cur.rowcount > 0
+        woken: bool = cur.rowcount > 0
+        return woken
 
 
 def status_of(run_id: str) -> str | None:

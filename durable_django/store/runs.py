@@ -10,6 +10,9 @@ import base64
 import json
 import uuid
 from datetime import datetime
+from typing import Any
+
+import psycopg
 
 from ..exceptions import InvalidInput
 from ..types import Run
@@ -101,7 +104,7 @@ def new_run_id() -> str:
     return str(uuid.uuid4())
 
 
-def insert_run(params: dict):
+def insert_run(params: dict[str, Any]) -> Run | None:
     """Insert a run; returns the Run, or None when a key joined an existing one."""
     with cursor() as cur:
         cur.execute(INSERT_RUN, params)
@@ -109,34 +112,34 @@ def insert_run(params: dict):
     return row_to_run(row) if row else None
 
 
-def find_by_idempotency_key(stored_key: str):
+def find_by_idempotency_key(stored_key: str) -> Run | None:
     with cursor() as cur:
         cur.execute(SELECT_BY_IDEMPOTENCY_KEY, [stored_key])
         row = cur.fetchone()
     return row_to_run(row) if row else None
 
 
-def find_by_coalesce_key(stored_key: str):
+def find_by_coalesce_key(stored_key: str) -> Run | None:
     with cursor() as cur:
         cur.execute(SELECT_BY_COALESCE_KEY, [stored_key])
         row = cur.fetchone()
     return row_to_run(row) if row else None
 
 
-def get_run(run_id: str, tenant_id: str | None = None):
+def get_run(run_id: str, tenant_id: str | None = None) -> Run | None:
     with cursor() as cur:
         cur.execute(SELECT_RUN, {"run_id": run_id, "tenant_id": tenant_id})
         row = cur.fetchone()
     return row_to_run(row) if row else None
 
 
-def get_run_committed(session, run_id: str, tenant_id: str | None = None):
+def get_run_committed(session: psycopg.Connection[Any], run_id: str, tenant_id: str | None = None) -> Run | None:
     """The run as committed, read on a session of its own (``listening``'s), outside any caller's transaction."""
     row = session.execute(SELECT_RUN, {"run_id": run_id, "tenant_id": tenant_id}).fetchone()
     return row_to_run(row) if row else None
 
 
-def get_runs(run_ids: list[str]) -> dict:
+def get_runs(run_ids: list[str]) -> dict[str, Run]:
     with cursor() as cur:
         cur.execute(SELECT_RUNS, [list(run_ids)])
         return {run.run_id: run for run in map(row_to_run, cur.fetchall())}
@@ -145,7 +148,8 @@ def get_runs(run_ids: list[str]) -> dict:
 def is_direct_child(parent_run_id: str, child_run_id: str) -> bool:
     with cursor() as cur:
         cur.execute(SELECT_IS_CHILD, [child_run_id, parent_run_id])
-        return cur.fetchone()[0]
+        is_child: bool = cur.fetchone()[0]
+        return is_child
 
 
 def encode_cursor(created_at: datetime, run_id: str) -> str:
@@ -162,7 +166,14 @@ def decode_cursor(token: str) -> tuple[datetime, str]:
         raise InvalidInput(f"invalid cursor {token!r}") from exc
 
 
-def list_runs(*, status, name, tenant_id, limit, after):
+def list_runs(
+    *,
+    status: str | None,
+    name: str | None,
+    tenant_id: str | None,
+    limit: int,
+    after: tuple[datetime, str] | None,
+) -> tuple[list[Run], str | None]:
     after_created, after_run = after or (None, None)
     with cursor() as cur:
         cur.execute(
@@ -191,7 +202,7 @@ def resume(run_id: str, tenant_id: str | None) -> Run | None:
     """
     params = {"run_id": run_id, "tenant_id": tenant_id}
 
-    def work():
+    def work() -> Run | None:
         with cursor() as cur:
             cur.execute(SELECT_PARENT, params)
             row = cur.fetchone()

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import DatabaseError, transaction
 
@@ -149,16 +150,17 @@ def database_now() -> datetime:
     """The database's clock (the transaction's start inside a transaction)."""
     with cursor() as cur:
         cur.execute(SELECT_NOW)
-        return cur.fetchone()[0]
+        now: datetime = cur.fetchone()[0]
+        return now
 
 
-def upsert(params: dict, *, keep_disabled: bool = False) -> Schedule:
+def upsert(params: dict[str, Any], *, keep_disabled: bool = False) -> Schedule:
     with cursor() as cur:
         cur.execute(UPSERT, {**params, "keep_disabled": keep_disabled})
         return row_to_schedule(cur.fetchone())
 
 
-def insert(params: dict) -> Schedule | None:
+def insert(params: dict[str, Any]) -> Schedule | None:
     """Insert a schedule; None when its id is taken."""
     with cursor() as cur:
         cur.execute(INSERT, params)
@@ -169,7 +171,8 @@ def insert(params: dict) -> Schedule | None:
 def delete(schedule_id: str) -> bool:
     with cursor() as cur:
         cur.execute(DELETE, [schedule_id])
-        return cur.rowcount > 0
+        deleted: bool = cur.rowcount > 0
+        return deleted
 
 
 def delete_undeclared(declared_ids: list[str]) -> list[str]:
@@ -240,7 +243,7 @@ def claim_due(
         One Fired per due schedule this call locked.
     """
     alias = connection().alias
-    outcomes = []
+    outcomes: list[Fired] = []
     with transaction.atomic(using=alias):
         with cursor() as cur:
             cur.execute(CLAIM_DUE, {"names": list(names), "tenant_id": tenant_id, "limit": limit, "skip": list(skip)})
@@ -268,14 +271,16 @@ def claim_due(
 def seconds_until_next_due(*, names: list[str], tenant_id: str | None) -> float | None:
     with cursor() as cur:
         cur.execute(NEXT_DUE, {"names": list(names), "tenant_id": tenant_id})
-        return cur.fetchone()[0]
+        due: float | None = cur.fetchone()[0]
+        return due
 
 
 def try_purge_lock() -> bool:
     """Take the periodic-purge lock on this thread's session, if no other session holds it."""
     with cursor() as cur:
         cur.execute(TRY_PURGE_LOCK)
-        return cur.fetchone()[0]
+        locked: bool = cur.fetchone()[0]
+        return locked
 
 
 def release_purge_lock() -> None:

@@ -6,7 +6,13 @@ from ..engine import execute as executor
 from ..engine import lifecycle
 
 
-def drain(*, functions=None, queues=None, tenant_id=None, max_runs: int = 10_000) -> int:
+def drain(
+    *,
+    functions: list[str] | None = None,
+    queues: list[str] | None = None,
+    tenant_id: str | None = None,
+    max_runs: int = 10_000,
+) -> int:
     bounds = lifecycle.claim_bounds(functions=functions, queues=queues, tenant_id=tenant_id)
     executed = 0
     while executed < max_runs:

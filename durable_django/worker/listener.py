@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Iterable
 
 from ..engine import lifecycle
 
@@ -18,14 +19,21 @@ class Listener(threading.Thread):
     worker going meanwhile).
     """
 
-    def __init__(self, channels, on_notify, stop: threading.Event, *, on_reconnect=None):
+    def __init__(
+        self,
+        channels: Iterable[str],
+        on_notify: Callable[[str, str], None],
+        stop: threading.Event,
+        *,
+        on_reconnect: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(name="durable-listener", daemon=True)
         self.channels = list(channels)
         self.on_notify = on_notify
         self.on_reconnect = on_reconnect
         self.stop_event = stop
 
-    def run(self):
+    def run(self) -> None:
         backoff = 0.1
         while not self.stop_event.is_set():
             try:

@@ -32,6 +32,7 @@ from ..engine import execute as executor
 from ..engine import lifecycle
 from ..engine.attempt import Attempt
 from ..engine.execute import Outcome
+from ..engine.reconciler import Repair
 from ..registry import registry
 from .heartbeat import Heartbeat
 from .listener import Listener
@@ -70,7 +71,7 @@ class Stats:
 
 
 class Worker:
-    def __init__(self, options: WorkerOptions):
+    def __init__(self, options: WorkerOptions) -> None:
         self.options = options
         self.stats = Stats()
         self.pool = SlotPool(options.concurrency)
@@ -153,7 +154,7 @@ class Worker:
         thread.start()
         self._threads.append(thread)
 
-    def _count_repairs(self, repairs) -> None:
+    def _count_repairs(self, repairs: list[Repair]) -> None:
         self.stats.repaired += len(repairs)
         if repairs:
             self._wake.set()  # repaired runs may be claimable now

@@ -14,6 +14,7 @@ import random
 import threading
 import time
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.db import DatabaseError, connections
 
@@ -24,6 +25,9 @@ from ..engine import schedules as engine_schedules
 from ..exceptions import InvalidInput
 from ..registry import registry
 from ..values import seconds
+
+if TYPE_CHECKING:  # the loop starts this thread: importing it at run time would be a cycle
+    from .loop import WorkerOptions
 
 logger = logging.getLogger("durable_django.scheduler")
 
@@ -49,7 +53,7 @@ class SchedulerThread(threading.Thread):
         halt_event: set when the worker shuts down.
     """
 
-    def __init__(self, options, halt_event: threading.Event):
+    def __init__(self, options: WorkerOptions, halt_event: threading.Event) -> None:
         super().__init__(name="durable-scheduler", daemon=True)
         self.options = options
         self.halt_event = halt_event
@@ -114,6 +118,7 @@ class SchedulerThread(threading.Thread):
             for outcome in fired:
                 schedule = outcome.schedule
                 if outcome.error is None:
+                    assert outcome.run is not None, "a fire that raised nothing enqueued its run"
                     logger.info(
                         "schedule %s fired its tick %s with run %s (%s)",
                         schedule.schedule_id,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
+from collections.abc import Collection
 
 from ..engine.attempt import Attempt
 
@@ -31,7 +32,7 @@ DURATION_WEIGHT = 0.2
 class SlotPool:
     """Held attempts, the queues slots take them from, and what tells the claim loop how much to claim."""
 
-    def __init__(self, concurrency: int):
+    def __init__(self, concurrency: int) -> None:
         self.concurrency = concurrency
         self._lock = threading.Condition()
         self._held: dict[tuple[str, int], Attempt] = {}
@@ -118,7 +119,7 @@ class SlotPool:
             if not keep:
                 self._held.pop(attempt.held, None)
 
-    def forget(self, attempts) -> None:
+    def forget(self, attempts: Collection[Attempt]) -> None:
         """Stop holding attempts (landed, released, or no longer this worker's)."""
         with self._lock:
             for attempt in attempts:

@@ -10,7 +10,9 @@ back from ``durable_run`` (see ``results``). Works with ``django.tasks``
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
 
 from django.apps import apps
 from django.core import checks
@@ -19,7 +21,15 @@ from django.utils import timezone
 from ...api import task_runs
 from ...exceptions import InvalidInput
 from ...types import RetryPolicy
-from .compat import BaseTaskBackend, InvalidTask, InvalidTaskBackend, Task, TaskResultDoesNotExist, task_enqueued
+from .compat import (
+    BaseTaskBackend,
+    InvalidTask,
+    InvalidTaskBackend,
+    Task,
+    TaskResult,
+    TaskResultDoesNotExist,
+    task_enqueued,
+)
 from .paths import resolve_task
 from .results import json_value, task_for_run, task_result
 
@@ -28,9 +38,14 @@ __all__ = ["DurableBackend", "DurableTask"]
 # The keys a backend's OPTIONS may hold (documented in docs/tasks.md).
 OPTION_KEYS = frozenset({"retry"})
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
+
+# Task is generic only in its stubs: Django's class (and the backport's, under Django 6's name) cannot be
+# subscripted at run time, so the base stays bare.
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DurableTask(Task):
+class DurableTask(Task):  # type: ignore[type-arg]
     """A Task with durable-django's own options: ``@task(retry=RetryPolicy(...))``.
 
     Options are dataclass fields, so ``Task.using()`` (which rebuilds the task
@@ -55,7 +70,7 @@ class DurableBackend(BaseTaskBackend):
     supports_get_result = True
     supports_priority = True
 
-    def __init__(self, alias, params):
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
         unknown = sorted(set(self.options) - OPTION_KEYS)
         if unknown:
@@ -64,14 +79,14 @@ class DurableBackend(BaseTaskBackend):
             )
         self.retry = _retry_option(alias, self.options.get("retry"))
 
-    def validate_task(self, task):
+    def validate_task(self, task: Task[..., Any]) -> None:
         """Django's checks plus the task's own options; runs at import time, so no database access."""
         super().validate_task(task)
         retry = getattr(task, "retry", None)
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise InvalidTask(f"retry of task {task.module_path} must be a durable_django.RetryPolicy")
 
-    def enqueue(self, task, args, kwargs):
+    def enqueue(self, task: Task[_P, _R], args: list[Any], kwargs: dict[str, Any]) -> TaskResult[_P, _R]:
         """Insert a pending durable run for ``task(*args, **kwargs)``.
 
         Args:
@@ -104,7 +119,7 @@ class DurableBackend(BaseTaskBackend):
         task_enqueued.send(type(self), task_result=result)
         return result
 
-    def get_result(self, result_id):
+    def get_result(self, result_id: str) -> TaskResult[..., Any]:
         """The TaskResult of run ``result_id``, read from the database.
 
         Args:
@@ -125,7 +140,9 @@ class DurableBackend(BaseTaskBackend):
             task, found.run, backend=self.alias, last_attempted_at=found.claimed_at, journal=found.journal
         )
 
-    def check(self, **kwargs):
+    # django-stubs types check() as returning a list; Django's own check_tasks consumes it with
+    # ``yield from`` (and the backport types it as an Iterable), so a generator is what it accepts.
+    def check(self, **kwargs: Any) -> Iterator[checks.CheckMessage]:  # type: ignore[override]
         """Runs live in durable_django's tables, so the app must be installed."""
         yield from super().check(**kwargs)
         if not apps.is_installed("durable_django"):
@@ -136,16 +153,22 @@ class DurableBackend(BaseTaskBackend):
             )
 
 
-def _retry_option(alias: str, value) -> RetryPolicy | None:
+def _retry_option(alias: str, value: object) -> RetryPolicy | None:
     if value is None or isinstance(value, RetryPolicy):
         return value
+    if not isinstance(value, Mapping):
+        # RetryPolicy.from_json() took a falsy non-dict (0, "", []) for no fields at all: the default policy.
+        raise InvalidTaskBackend(
+            f"TASKS[{alias!r}]['OPTIONS']['retry'] is invalid: give a RetryPolicy or a dict of its fields, "
+            f"got {value!r}"
+        )
     try:
         return RetryPolicy.from_json(value)
     except (InvalidInput, TypeError) as exc:
         raise InvalidTaskBackend(f"TASKS[{alias!r}]['OPTIONS']['retry'] is invalid: {exc}") from exc
 
 
-def _check_path(task) -> None:
+def _check_path(task: Task[..., Any]) -> None:
     """Workers find a task by importing its module path: it must lead back to this task."""
     try:
         found = resolve_task(task.module_path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from django.apps import apps
 from django.utils.module_loading import import_string
@@ -14,7 +15,7 @@ class TaskPathError(ImportError):
     """A Django Tasks run names a path that does not import here, or that names no task."""
 
 
-def resolve_task(path: str):
+def resolve_task(path: str) -> Task[..., Any]:
     """The Django task at import path ``path``.
 
     Raises:

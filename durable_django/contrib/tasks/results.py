@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Any, ParamSpec, TypeVar
 
+from ...engine.context import RunFacts
 from ...exceptions import Cancelled
 from ...journal_ids import StepId
 from ...registry import TASK_PATH_VERSION
 from ...states import RunStatus
 from ...types import Run
-from .compat import TaskContext, TaskError, TaskResult, TaskResultStatus, normalize_json
+from .compat import Task, TaskContext, TaskError, TaskResult, TaskResultStatus, normalize_json
 
 # The journal step under which each attempt records its worker id.
 WORKER_STEP = "worker"
@@ -32,6 +34,9 @@ STATUS = {
 
 CANCELLED_PATH = f"{Cancelled.__module__}.{Cancelled.__qualname__}"
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
 
 def task_status(run: Run) -> TaskResultStatus:
     """The run's status as Django names it; a claimed run still waiting for a slot is READY, not RUNNING."""
@@ -40,7 +45,7 @@ def task_status(run: Run) -> TaskResultStatus:
     return STATUS[run.status]
 
 
-def json_value(value, *, what: str):
+def json_value(value: object, *, what: str) -> object:
     """``value`` as Django normalises it, refused unless it survives a JSON round trip.
 
     Django's ``normalize_json`` raises its own TypeError or ValueError for what
@@ -66,7 +71,7 @@ def json_value(value, *, what: str):
     return normalized
 
 
-def task_for_run(task, run: Run):
+def task_for_run(task: Task[_P, _R], run: Run) -> Task[_P, _R]:
     """``task`` with the priority, queue and (while unclaimed) run_after its run was enqueued with.
 
     Args:
@@ -76,13 +81,13 @@ def task_for_run(task, run: Run):
     Returns:
         A copy of the task made with ``Task.using()``.
     """
-    changes = {"priority": run.priority, "queue_name": run.queue}
+    changes: dict[str, Any] = {"priority": run.priority, "queue_name": run.queue}
     if run.status == RunStatus.PENDING and run.attempts == 0 and run.available_at is not None:
         changes["run_after"] = run.available_at
     return task.using(**changes)
 
 
-def worker_ids(run: Run, journal: dict) -> list[str]:
+def worker_ids(run: Run, journal: dict[str, Any]) -> list[str]:
     """One worker id per attempt, as each attempt journalled it.
 
     An attempt whose worker died before journalling is the run's last worker
@@ -116,7 +121,9 @@ def cancellation_error(run: Run) -> TaskError:
     return task_error(CANCELLED_PATH, f"{CANCELLED_PATH}: run {run.run_id} was cancelled{when}\n")
 
 
-def task_result(task, run: Run, *, backend: str, last_attempted_at: datetime | None, journal: dict) -> TaskResult:
+def task_result(
+    task: Task[_P, _R], run: Run, *, backend: str, last_attempted_at: datetime | None, journal: dict[str, Any]
+) -> TaskResult[_P, _R]:
     """The TaskResult a run stands for.
 
     Args:
@@ -154,7 +161,7 @@ def task_result(task, run: Run, *, backend: str, last_attempted_at: datetime | N
     return result
 
 
-def task_context(task, ctx) -> TaskContext:
+def task_context(task: Task[_P, _R], ctx: RunFacts) -> TaskContext[_P, _R]:
     """The TaskContext of the attempt ``ctx`` belongs to.
 
     Its ``task_result`` is RUNNING and lists one worker per attempt so far, so

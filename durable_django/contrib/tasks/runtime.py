@@ -17,26 +17,31 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+from collections.abc import Callable
+from typing import Any
 
+from django.dispatch import Signal
 from django.utils import timezone
 
+from ...engine.context import AsyncContext, Context, RunFacts
 from ...engine.execute import exception_path, format_error
 from ...exceptions import DurableControlFlow
+from ...registry import Handler
 from .backend import DurableBackend
-from .compat import TaskResultStatus, task_finished, task_started
+from .compat import Task, TaskError, TaskResult, TaskResultStatus, task_finished, task_started
 from .paths import resolve_task
 from .results import WORKER_STEP, cancellation_error, json_value, task_context, task_error
 
 logger = logging.getLogger("durable_django.worker")
 
 
-def task_handler(path: str):
+def task_handler(path: str) -> Handler:
     """A (ctx, input) handler that runs the task at ``path`` as one attempt of its run."""
     task = resolve_task(path)
 
     if inspect.iscoroutinefunction(task.func):
 
-        async def run_async(ctx, payload):
+        async def run_async(ctx: AsyncContext, payload: object) -> Any:
             await ctx.step(WORKER_STEP, lambda: ctx.run.worker_id, occurrence=ctx.attempt)
             call = TaskAttempt(task, ctx, payload)
             await _asend(task_started, call.result)
@@ -51,7 +56,7 @@ def task_handler(path: str):
 
         return run_async
 
-    def run(ctx, payload):
+    def run(ctx: Context, payload: object) -> Any:
         ctx.step(WORKER_STEP, lambda: ctx.run.worker_id, occurrence=ctx.attempt)
         call = TaskAttempt(task, ctx, payload)
         _send(task_started, call.result)
@@ -71,7 +76,7 @@ def task_handler(path: str):
 class TaskAttempt:
     """One attempt of a task: its arguments, and the TaskResult its signals carry."""
 
-    def __init__(self, task, ctx, payload):
+    def __init__(self, task: Task[..., Any], ctx: RunFacts, payload: object) -> None:
         self.ctx = ctx
         context = task_context(task, ctx)
         self.result = context.task_result
@@ -81,7 +86,7 @@ class TaskAttempt:
         if task.takes_context:
             self.args.insert(0, context)
 
-    def returned(self, value):
+    def returned(self, value: object) -> object:
         """The return value as the run will store it; a value JSON cannot hold fails the attempt."""
         value = json_value(value, what="the return value")
         self._set(status=TaskResultStatus.SUCCESSFUL, finished_at=timezone.now(), _return_value=value)
@@ -94,7 +99,7 @@ class TaskAttempt:
         if ctx.cancel_requested:
             # Landed cancelled, never retried: by the heartbeat (which also marks the attempt
             # lost and stops it), or by the engine once this attempt fails.
-            errors = [] if stop else [task_error(exception_path(exc), format_error(exc))]
+            errors: list[TaskError] = [] if stop else [task_error(exception_path(exc), format_error(exc))]
             errors.append(cancellation_error(run))
             status = TaskResultStatus.FAILED
         elif ctx.lease_lost or isinstance(exc, DurableControlFlow):
@@ -108,25 +113,25 @@ class TaskAttempt:
         self._set(status=status, finished_at=finished, errors=errors)
         return True
 
-    def _set(self, **fields) -> None:
+    def _set(self, **fields: object) -> None:
         # TaskResult is frozen; Django's own backends update it in place the same way.
         for name, value in fields.items():
             object.__setattr__(self.result, name, value)
 
 
-def _send(signal, result) -> None:
+def _send(signal: Signal, result: TaskResult[..., Any]) -> None:
     _log_failures(signal.send_robust(sender=_sender(), task_result=result), result)
 
 
-async def _asend(signal, result) -> None:
+async def _asend(signal: Signal, result: TaskResult[..., Any]) -> None:
     _log_failures(await signal.asend_robust(sender=_sender(), task_result=result), result)
 
 
-def _sender():
+def _sender() -> type[DurableBackend]:
     return DurableBackend
 
 
-def _log_failures(responses, result) -> None:
+def _log_failures(responses: list[tuple[Callable[..., Any], object]], result: TaskResult[..., Any]) -> None:
     # A broken receiver must not fail (and so re-run) a task: it is logged instead.
     for receiver, response in responses:
         if isinstance(response, BaseException):

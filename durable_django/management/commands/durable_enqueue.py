@@ -1,3 +1,7 @@
+from typing import Any
+
+from django.core.management.base import CommandParser
+
 from ... import api
 from ..arguments import json_value
 from ._base import DurableCommand
@@ -6,7 +10,7 @@ from ._base import DurableCommand
 class Command(DurableCommand):
     help = "Enqueue a run of a durable function; prints the run id as the last word."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         super().add_arguments(parser)
         parser.add_argument("name", help="the durable function's registered name")
         parser.add_argument("input", nargs="?", type=json_value, default=None, help="the input, as JSON")
@@ -14,7 +18,7 @@ class Command(DurableCommand):
         parser.add_argument("--queue", default="default")
         parser.add_argument("--priority", type=int, default=0)
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         run = api.enqueue(
             options["name"],
             options["input"],

@@ -1,3 +1,7 @@
+from typing import Any
+
+from django.core.management.base import CommandParser
+
 from ... import api
 from ...states import RunStatus
 from ..arguments import positive_int
@@ -7,13 +11,13 @@ from ._base import DurableCommand
 class Command(DurableCommand):
     help = "List runs, newest first."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         super().add_arguments(parser)
         parser.add_argument("--status", choices=RunStatus.values)
         parser.add_argument("--name", help="only runs of this function")
         parser.add_argument("--limit", type=positive_int, default=50)
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         page = api.list_runs(
             status=options["status"], name=options["name"], tenant_id=options["tenant"], limit=options["limit"]
         )

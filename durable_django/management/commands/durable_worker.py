@@ -1,6 +1,7 @@
 import logging
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...engine.preflight import ensure_migrated
 from ...exceptions import MigrationsNotApplied
@@ -12,7 +13,7 @@ from ..arguments import name_list, non_negative_float, positive_int, tenant
 class Command(BaseCommand):
     help = "Run durable functions (and the cron scheduler) until SIGINT or SIGTERM."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--concurrency", type=positive_int, default=4, help="attempts run at once (threads)")
         parser.add_argument("--functions", type=name_list, help="only these function names (comma-separated)")
         parser.add_argument("--queues", type=name_list, help="only these queues (comma-separated)")
@@ -26,7 +27,7 @@ class Command(BaseCommand):
             help="seconds to let attempts finish after SIGTERM before releasing them",
         )
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         _configure_logging(options["verbosity"])
         try:
             ensure_migrated()
@@ -59,7 +60,7 @@ def _configure_logging(verbosity: int) -> None:
     logger.setLevel({0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG))
 
 
-def _warn_unknown_functions(names) -> None:
+def _warn_unknown_functions(names: list[str] | None) -> None:
     """A name no durable.py registers may still be a Django Tasks path: warn, do not refuse."""
     from ...registry import registry
 
