@@ -57,15 +57,14 @@ class ClaimLoop(threading.Thread):
         from django.db import connections
 
         from durable_django import api
-        from durable_django.store import runs
-        from durable_django.worker.loop import WorkerOptions, claim_bounds
+        from durable_django.store import landing
+        from durable_django.testing import claim
 
-        bounds = claim_bounds(WorkerOptions(functions=["bench.noop"]))
         try:
             while not self.stop_event.is_set():
                 api.enqueue("bench.noop")
-                for run, _recovered, _now in runs.claim(limit=1, lease_seconds=30, worker_id="bench", bounds=bounds):
-                    runs.complete(run.run_id, run.attempts, "null")
+                for run in claim(limit=1, functions=["bench.noop"], worker_id="bench"):
+                    landing.complete_many([landing.Finished(run.run_id, run.attempts, "null", None)])
                     self.done += 1
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             self.error = exc

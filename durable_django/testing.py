@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import tempfile
 from datetime import timedelta
+from uuid import UUID
 
 from .types import Run, Schedule
 
@@ -34,7 +35,7 @@ def ensure_database_url(data_dir: str | None = None, *, keep: bool = False) -> s
     if url:
         return url
     try:
-        import pgserver
+        from pgserver.postgres_server import get_server
     except ImportError as exc:  # pragma: no cover - depends on the interpreter
         raise RuntimeError(
             "DATABASE_URL is unset and the pgserver package is not installed "
@@ -44,13 +45,19 @@ def ensure_database_url(data_dir: str | None = None, *, keep: bool = False) -> s
         data_dir = tempfile.mkdtemp(prefix="durable-pg-")
     else:
         os.makedirs(os.path.dirname(os.path.abspath(data_dir)), exist_ok=True)
-    server = pgserver.get_server(data_dir, cleanup_mode="stop" if keep else "delete")
+    server = get_server(data_dir, cleanup_mode="stop" if keep else "delete")
     url = server.get_uri()
     os.environ["DATABASE_URL"] = url
     return url
 
 
-def run_until_idle(*, functions=None, queues=None, tenant_id=None, max_runs: int = 10_000) -> int:
+def run_until_idle(
+    *,
+    functions: list[str] | None = None,
+    queues: list[str] | None = None,
+    tenant_id: str | None = None,
+    max_runs: int = 10_000,
+) -> int:
     """Execute every run that is claimable now, in this thread, until none is left.
 
     Runs that sleep or wait into the future are left waiting; call again after
@@ -70,7 +77,7 @@ def run_until_idle(*, functions=None, queues=None, tenant_id=None, max_runs: int
     return drain(functions=functions, queues=queues, tenant_id=tenant_id, max_runs=max_runs)
 
 
-def make_due(run_id) -> Run:
+def make_due(run_id: str | UUID) -> Run:
     """Let a run's clock run out now, as if its time had passed.
 
     A pending run's delay or retry backoff ends; a waiting run's sleep or wait
@@ -90,7 +97,7 @@ def make_due(run_id) -> Run:
     return run
 
 
-def advance_schedule(schedule_id: str, by: timedelta, *, tenant_id=None) -> Schedule:
+def advance_schedule(schedule_id: str, by: timedelta | float, *, tenant_id: str | UUID | None = None) -> Schedule:
     """Let ``by`` pass for a cron schedule: its next tick comes that much sooner.
 
     Ticks that fall in the past are owed, as after a scheduler's downtime: the
@@ -113,9 +120,9 @@ def advance_schedule(schedule_id: str, by: timedelta, *, tenant_id=None) -> Sche
 def claim(
     *,
     limit: int = 10,
-    functions=None,
-    queues=None,
-    tenant_id=None,
+    functions: list[str] | None = None,
+    queues: list[str] | None = None,
+    tenant_id: str | None = None,
     lease_seconds: float = 30.0,
     worker_id: str = "test-worker",
     started: int | None = None,

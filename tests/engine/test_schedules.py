@@ -116,6 +116,8 @@ def test_upsert_keeps_next_fire_at_unless_cron_or_zone_change():
         ({"tenant_id": "not-a-uuid"}, InvalidInput),
         ({"input": {"bad": object()}}, InvalidInput),
         ({"schedule_id": ""}, InvalidInput),
+        ({"schedule_id": None}, InvalidInput),
+        ({"schedule_id": "nightly\x00"}, InvalidInput),
         ({"enabled": "yes"}, InvalidInput),
     ],
 )

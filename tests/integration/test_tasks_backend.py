@@ -373,5 +373,8 @@ def test_unknown_or_invalid_options_are_a_configuration_error():
         DurableBackend("custom", {"BACKEND": "durable_django.tasks.DurableBackend", "OPTIONS": {"retries": 3}})
     with pytest.raises(ImproperlyConfigured, match="retry"):
         DurableBackend("custom", {"OPTIONS": {"retry": {"max_attempts": 0}}})
+    for not_a_policy in (0, "", [], "fast", 3):  # neither a RetryPolicy nor a dict of its fields
+        with pytest.raises(ImproperlyConfigured, match=r"OPTIONS'\]\['retry'\]"):
+            DurableBackend("custom", {"OPTIONS": {"retry": not_a_policy}})
     backend = DurableBackend("custom", {"OPTIONS": {"retry": {"max_attempts": 7}}})
     assert backend.retry.max_attempts == 7

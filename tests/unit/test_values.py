@@ -95,12 +95,14 @@ def test_system_checks_report_invalid_declared_schedules_and_purge_after(setting
             "ok": {"name": "tests.noop", "cron": "0 * * * *"},
             "bad-cron": {"name": "tests.noop", "cron": "every hour"},
             "nobody": {"name": "tests.nobody", "cron": "0 * * * *"},
+            None: {"name": "tests.noop", "cron": "0 * * * *"},  # an id that is no id
         },
     }
     errors = {(error.id, error.msg.split(" is invalid")[0]) for error in check_settings()}
     assert errors == {
         ("durable_django.E007", "DURABLE['SCHEDULES'] entry 'bad-cron'"),
         ("durable_django.E007", "DURABLE['SCHEDULES'] entry 'nobody'"),
+        ("durable_django.E007", "DURABLE['SCHEDULES'] entry None"),
         (
             "durable_django.E008",
             "DURABLE['PURGE_AFTER'] must be a timedelta or a number of seconds, got '30 days' (a "
