@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # what __getattr__ imports on first use, spelled out for type
         wait_for_result,
     )
     from .exceptions import DurableError
+    from .limits import Concurrency, Debounce, RateLimit
     from .registry import durable_function
     from .states import CancelOutcome, RunStatus
     from .types import RetryPolicy, Run, RunPage, Schedule
@@ -32,7 +33,10 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 
 __all__ = [
     "CancelOutcome",
+    "Concurrency",
+    "Debounce",
     "DurableError",
+    "RateLimit",
     "RetryPolicy",
     "Run",
     "RunPage",
@@ -60,6 +64,9 @@ _LAZY = {
     "RunPage": "types",
     "Schedule": "types",
     "durable_function": "registry",
+    "Concurrency": "limits",
+    "Debounce": "limits",
+    "RateLimit": "limits",
     "cancel": "api",
     "emit_signal": "api",
     "enqueue": "api",

@@ -74,6 +74,7 @@ def check_settings(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
 def _schedule_errors() -> list[checks.CheckMessage]:
     from .engine.schedules import declared_schedule_errors
     from .exceptions import InvalidInput
+    from .limits import queue_limits
     from .values import seconds
 
     errors: list[checks.CheckMessage] = [
@@ -84,4 +85,12 @@ def _schedule_errors() -> list[checks.CheckMessage]:
         seconds(durable_settings.PURGE_AFTER, what="DURABLE['PURGE_AFTER']")
     except InvalidInput as exc:
         errors.append(checks.Error(f"{exc} (a timedelta, a number of seconds, or None).", id="durable_django.E008"))
+    try:
+        queue_limits(durable_settings.QUEUES, what="DURABLE['QUEUES']")
+    except InvalidInput as exc:
+        errors.append(
+            checks.Error(
+                f"{exc}.", hint='e.g. {"emails": {"concurrency": 5, "rate_limit": (50, 1.0)}}', id="durable_django.E010"
+            )
+        )
     return errors

@@ -30,6 +30,8 @@ class DurableSettings:
     PREPARED_STATEMENTS = True
     # How often the worker logs its summary line.
     SUMMARY_SECONDS = 60.0
+    # Per-queue limits across every worker: {"emails": {"concurrency": 5, "rate_limit": (50, 1.0)}}.
+    QUEUES: dict[str, Any] = {}
     # How often a worker looks for stranded runs and repairs them (one worker at a time does).
     RECONCILE_SECONDS = 60.0
 

@@ -20,6 +20,7 @@ from .states import MAX_PRIORITY, MIN_PRIORITY, RunStatus
 # Constraint names are shared with the store, which maps violations by name.
 IDEMPOTENCY_CONSTRAINT = "durable_run_idempotency_key_key"
 COALESCE_CONSTRAINT = "durable_run_coalesce_key_pending"
+DEBOUNCE_CONSTRAINT = "durable_run_debounce_key_pending"
 PRIORITY_CONSTRAINT = "durable_run_priority_range"
 
 
@@ -93,6 +94,20 @@ class Run(DurableModel):
     updated_at = models.DateTimeField(db_default=Now())
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     cancel_refused_at = models.DateTimeField(null=True, blank=True)
+    # Flow control, computed from the input at enqueue: the function's concurrency key and limit
+    # (and whether a run that started counts until it finishes), its rate key, limit and window.
+    concurrency_key = models.TextField(null=True, blank=True)
+    concurrency_limit = models.IntegerField(null=True, blank=True)
+    concurrency_while_waiting = models.BooleanField(db_default=False)
+    rate_key = models.TextField(null=True, blank=True)
+    rate_limit = models.IntegerField(null=True, blank=True)
+    rate_per = models.FloatField(null=True, blank=True)
+    # Which limit holds this due pending run back ("concurrency:crm.sync:42", "rate:queue:emails"), or NULL.
+    # A held run leaves the claim index: the claim never scans it.
+    held_by = models.TextField(null=True, blank=True)
+    # Debounce: the key a burst of submits shares (tenant-scoped), and the latest start max_wait allows.
+    debounce_key = models.TextField(null=True, blank=True)
+    debounce_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "durable_run"
@@ -108,6 +123,12 @@ class Run(DurableModel):
                 fields=["coalesce_key"],
                 condition=Q(status=RunStatus.PENDING, attempts=0),
                 name=COALESCE_CONSTRAINT,
+            ),
+            # One unclaimed pending run per debounce key: later submits move it instead of adding one.
+            models.UniqueConstraint(
+                fields=["debounce_key"],
+                condition=Q(status=RunStatus.PENDING, attempts=0),
+                name=DEBOUNCE_CONSTRAINT,
             ),
             models.CheckConstraint(
                 condition=Q(priority__gte=MIN_PRIORITY, priority__lte=MAX_PRIORITY),
@@ -128,8 +149,39 @@ class Run(DurableModel):
             models.Index(
                 F("priority").desc(),
                 "created_at",
-                condition=Q(status=RunStatus.PENDING),
+                condition=Q(status=RunStatus.PENDING, held_by__isnull=True),
                 name="durable_run_claim_pending",
+            ),
+            # Runs a limit holds back, by reason in claim order: freeing a slot releases the first of them.
+            models.Index(
+                "held_by",
+                F("priority").desc(),
+                "created_at",
+                condition=Q(status=RunStatus.PENDING, held_by__isnull=False),
+                name="durable_run_held",
+            ),
+            # A function key's due runs not yet held: when the key is saturated they are all held at once.
+            models.Index(
+                "concurrency_key",
+                F("priority").desc(),
+                "created_at",
+                condition=Q(status=RunStatus.PENDING, held_by__isnull=True, concurrency_key__isnull=False),
+                name="durable_run_key_due",
+            ),
+            # The runs that hold a slot of a function's concurrency key: running, or (while_waiting)
+            # started and not finished. Counting them is one short index scan per key.
+            models.Index(
+                fields=["concurrency_key"],
+                condition=Q(concurrency_key__isnull=False)
+                & (
+                    Q(status=RunStatus.RUNNING)
+                    | Q(
+                        concurrency_while_waiting=True,
+                        started_at__isnull=False,
+                        status__in=[RunStatus.PENDING, RunStatus.WAITING],
+                    )
+                ),
+                name="durable_run_slot_holders",
             ),
             # An idle worker's next wake-up: the earliest delayed pending run (retries, delays).
             models.Index(
@@ -157,6 +209,28 @@ class Run(DurableModel):
 
     def __str__(self) -> str:
         return f"{self.name} v{self.version} [{self.status}] {self.run_id}"
+
+
+class RateStart(DurableModel):
+    """One attempt start of a rate-limited run (or queue), kept while it falls inside its window."""
+
+    id = models.BigAutoField(primary_key=True)
+    # The limit's key, as Run.held_by shows it: "rate:crm.sync", "rate:queue:emails".
+    key = models.TextField()
+    started_at = models.DateTimeField(db_default=Now())
+    # When it leaves its window: the reconciler deletes starts past this.
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "durable_rate_start"
+        verbose_name = "rate-limited start"
+        indexes = [
+            models.Index(fields=["key", "started_at"], name="durable_rate_start_window"),
+            models.Index(fields=["expires_at"], name="durable_rate_start_expiry"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key} at {self.started_at}"
 
 
 class Step(DurableModel):

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from .exceptions import DuplicateRegistration, InvalidInput, UnknownFunction
+from .limits import Concurrency, RateLimit
 from .types import RetryPolicy
 from .values import integer
 
@@ -30,6 +31,8 @@ class Registration:
     version: int
     fn: Handler
     retry: RetryPolicy | None  # None: DURABLE["DEFAULT_RETRY"] at enqueue time
+    concurrency: Concurrency | None = None
+    rate_limit: RateLimit | None = None
 
     @property
     def is_async(self) -> bool:
@@ -75,12 +78,25 @@ class Registry:
             )
         return self._path_resolver(name)
 
-    def register(self, name: str, version: int, fn: Handler, retry: RetryPolicy | None) -> Registration:
+    def register(
+        self,
+        name: str,
+        version: int,
+        fn: Handler,
+        retry: RetryPolicy | None,
+        *,
+        concurrency: Concurrency | None = None,
+        rate_limit: RateLimit | None = None,
+    ) -> Registration:
         validate_name(name)
         integer(version, what=f"version of {name!r}", minimum=1)
+        if concurrency is not None and not isinstance(concurrency, Concurrency):
+            raise InvalidInput(f"concurrency of {name!r} must be a Concurrency")
+        if rate_limit is not None and not isinstance(rate_limit, RateLimit):
+            raise InvalidInput(f"rate_limit of {name!r} must be a RateLimit")
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise InvalidInput(f"retry of {name!r} must be a RetryPolicy")
-        registration = Registration(name, version, fn, retry)
+        registration = Registration(name, version, fn, retry, concurrency, rate_limit)
         with self._lock:
             versions = self._by_name.setdefault(name, {})
             existing = versions.get(version)
@@ -142,20 +158,29 @@ def validate_name(name: str) -> None:
         raise InvalidInput(f"invalid durable function name {name!r}")
 
 
-def durable_function(name: str, *, version: int = 1, retry: RetryPolicy | None = None) -> Callable[[_H], _H]:
+def durable_function(
+    name: str,
+    *,
+    version: int = 1,
+    retry: RetryPolicy | None = None,
+    concurrency: Concurrency | None = None,
+    rate_limit: RateLimit | None = None,
+) -> Callable[[_H], _H]:
     """Register the decorated function as durable function ``name`` at ``version``.
 
     Args:
         name: the stable name runs are enqueued under; renaming it is a protocol change.
         version: bump it when a change alters step order, meaning or result shape.
         retry: the policy snapshotted into each run; ``DURABLE["DEFAULT_RETRY"]`` if None.
+        concurrency: at most this many of its runs (per key) hold an attempt at once, across every worker.
+        rate_limit: at most this many of its attempts start per window (per key), across every worker.
 
     Returns:
         The function itself, unchanged, so it can still be called directly.
     """
 
     def decorate(fn: _H) -> _H:
-        registry.register(name, version, fn, retry)
+        registry.register(name, version, fn, retry, concurrency=concurrency, rate_limit=rate_limit)
         return fn
 
     return decorate

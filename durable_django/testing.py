@@ -141,14 +141,13 @@ def claim(
         The claimed runs, as the claim left them (``attempts`` is each one's fence token).
     """
     from .engine import lifecycle
-    from .store import claims
 
     bounds = lifecycle.claim_bounds(functions=functions, queues=queues, tenant_id=tenant_id)
-    claimed = claims.claim(
+    claimed = lifecycle.claim(
         limit=limit,
         start_now=limit if started is None else started,
-        lease_seconds=lease_seconds,
         worker_id=worker_id,
         bounds=bounds,
+        lease_seconds=lease_seconds,
     )
-    return [item.run for item in claimed]
+    return [attempt.run for attempt in claimed]

@@ -107,6 +107,8 @@ class Run:
     worker_id: str | None = None
     # When the current claim's attempt started; None while a claimed run waits for a worker's slot.
     attempt_started_at: datetime | None = None
+    # Which limit holds this due pending run back ("concurrency:crm.sync:42"), or None (see Concurrency, RateLimit).
+    held_by: str | None = None
 
     @property
     def is_live(self) -> bool:

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from ..engine import retention, submit
 from ..exceptions import InvalidInput, RunNotFound
+from ..limits import Debounce
 from ..states import CancelOutcome, RunStatus
 from ..store import journal as journal_store
 from ..store import landing
@@ -37,6 +38,7 @@ def enqueue(
     version: int | None = None,
     queue: str = "default",
     priority: int = 0,
+    debounce: Debounce | None = None,
 ) -> Run:
     """Submit a run of durable function ``name``.
 
@@ -51,9 +53,12 @@ def enqueue(
         version: the function version; the newest registered one by default.
         queue: workers can be bound to queues.
         priority: -100..100; higher is claimed first.
+        debounce: while an unclaimed pending run of the function with this key exists, this call
+            replaces its input and moves its start instead of adding a run (see Debounce).
 
     Returns:
-        The new run, or the existing run a key joined (the joiner's input, delay and priority are dropped).
+        The new run, or the existing run a key joined (the joiner's input, delay and priority are
+        dropped), or the debounced run as this call left it.
     """
     params = submit.build(
         name,
@@ -66,6 +71,7 @@ def enqueue(
         version=version,
         queue=queue,
         priority=priority,
+        debounce=debounce,
     )
     return submit.insert_or_join(params)
 

@@ -11,7 +11,12 @@ looks for:
 - a live child (not past a pivot) of a parent that has finished: it is
   cancelled by the rule of ``cancel()``;
 - a run left running long after its lease expired that no reclaim may run
-  again (``MAX_RECOVERIES`` used up): it is failed.
+  again (``MAX_RECOVERIES`` used up): it is failed;
+- runs a concurrency limit holds back while the limit has room (their slot's
+  release was lost with a crash), or that a rate limit holds with no time to
+  look again: they are released.
+
+It also deletes the rate-limited starts that have left their windows.
 
 One worker reconciles at a time (a transaction-level advisory lock). Each
 pass reads bounded chunks and remembers where it stopped, so a pass costs the
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 from ..conf import durable_settings
 from ..exceptions import RecoveriesExhausted
 from ..journal_ids import WaitingFor
+from ..limits import QUEUE_CONCURRENCY_PREFIX, QueueLimits, configured_queue_limits
 from ..store import landing, reconcile
 from ..store.db import in_transaction
 from .execute import exception_path, format_error
@@ -70,6 +76,7 @@ class Reconciler:
         self.chunk = chunk
         self._waiting_after = ""
         self._children_after = ("", "")
+        self._held_after = ""
 
     def run_pass(self) -> list[Repair]:
         """One pass, unless another worker is reconciling right now; returns the repairs made."""
@@ -105,7 +112,8 @@ class Reconciler:
     def _pass(self) -> list[Repair]:
         if not reconcile.try_lock():
             return []
-        return [*self._waiting(), *self._orphans(), *self._expired()]
+        reconcile.delete_expired_starts(self.chunk)
+        return [*self._waiting(), *self._orphans(), *self._expired(), *self._held()]
 
     def _waiting(self) -> list[Repair]:
         chunk = reconcile.waiting_chunk(self._waiting_after, self.chunk)
@@ -141,6 +149,27 @@ class Reconciler:
                     f"cancelled by the rule of cancel(): {outcome.value if outcome else 'gone'}",
                 )
             )
+        return repairs
+
+    def _held(self) -> list[Repair]:
+        keys = reconcile.held_keys(self._held_after, self.chunk)
+        self._held_after = keys[-1][0] if len(keys) == self.chunk else ""
+        queues = configured_queue_limits()
+        repairs = []
+        for key, head_limit, rechecked in keys:
+            if key.startswith("rate:"):
+                if rechecked:
+                    continue  # it is looked at again when its window reopens
+                released = reconcile.release_if_room(key, limit=None, queue=None)
+            elif key.startswith(QUEUE_CONCURRENCY_PREFIX):
+                queue = key[len(QUEUE_CONCURRENCY_PREFIX) :]
+                released = reconcile.release_if_room(
+                    key, limit=queues.get(queue, QueueLimits()).concurrency, queue=queue
+                )
+            else:
+                released = reconcile.release_if_room(key, limit=head_limit, queue=None)
+            if released:
+                repairs.append(Repair(key, f"held {released} run(s) back while it had room", "released them"))
         return repairs
 
     def _expired(self) -> list[Repair]:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from typing import Any
 
 from ..conf import durable_settings
 from ..exceptions import InvalidInput
+from ..limits import Debounce, RunLimits, run_limits
 from ..registry import TASK_PATH_VERSION, registry, validate_name
 from ..states import MAX_PRIORITY, MIN_PRIORITY
 from ..store import runs as run_store
@@ -33,11 +35,15 @@ def build(
     priority: int = 0,
     parent_run_id: str | None = None,
     retry: RetryPolicy | None = None,
+    debounce: Debounce | None = None,
 ) -> dict[str, Any]:
     """Validate everything a caller's submit names and return the store's insert parameters.
 
+    The function's limit keys are computed here, once, from the input, and stored on the run.
+
     Raises:
-        InvalidInput: any bad value, a reserved key, or keys that cannot be combined; nothing is written.
+        InvalidInput: any bad value, a reserved key, keys that cannot be combined, or a limit's key
+            callable that raised or returned no str; nothing is written.
         UnknownFunction: no function ``name`` is registered (and no version was given).
     """
     validate_name(name)
@@ -53,6 +59,13 @@ def build(
         # A coalesced submit joins a run that has a key of its own (or none): the idempotency
         # key could not be kept, so a later submit with it would make a second run.
         raise InvalidInput("give either idempotency_key or coalesce_key, not both")
+    if debounce is not None:
+        if not isinstance(debounce, Debounce):
+            raise InvalidInput(f"debounce must be a Debounce, got {debounce!r}")
+        if idempotency_key is not None or coalesce_key is not None:
+            raise InvalidInput("debounce cannot be combined with idempotency_key or coalesce_key")
+        if delay is not None or available_at is not None:
+            raise InvalidInput("debounce sets the start itself: give no delay or available_at")
     if version is None:
         registration = registry.newest(name)
     elif registry.knows(name):
@@ -60,7 +73,7 @@ def build(
     else:
         # A version no process here registers may still be run by another deploy's workers.
         registration = None
-    return _params(
+    params = _params(
         name,
         input,
         registration.version if registration else version,
@@ -74,6 +87,17 @@ def build(
         parent_run_id=parent_run_id,
         retry=retry or (registration.retry if registration else None),
     )
+    if registration is not None and (registration.concurrency or registration.rate_limit):
+        # The key callables see the input as the handler will: decoded from its JSON.
+        limits = run_limits(name, json.loads(params["input"]), registration.concurrency, registration.rate_limit)
+        params.update(_limit_params(limits))
+    if debounce is not None:
+        params.update(
+            debounce_key=scope(f"{name}:{debounce.key}", params["tenant_id"], what="Debounce.key"),
+            delay=debounce.delay_seconds,
+            debounce_max_wait=debounce.max_wait_seconds,
+        )
+    return params
 
 
 def build_task_run(
@@ -131,6 +155,9 @@ def _params(
     integer(priority, what="priority", minimum=MIN_PRIORITY, maximum=MAX_PRIORITY)
     policy = retry or RetryPolicy.from_json(durable_settings.DEFAULT_RETRY)
     return {
+        **_limit_params(RunLimits()),
+        "debounce_key": None,
+        "debounce_max_wait": None,
         "run_id": run_store.new_run_id(),
         "name": name,
         "version": version,
@@ -147,6 +174,17 @@ def _params(
     }
 
 
+def _limit_params(limits: RunLimits) -> dict[str, Any]:
+    return {
+        "concurrency_key": limits.concurrency_key,
+        "concurrency_limit": limits.concurrency_limit,
+        "concurrency_while_waiting": limits.while_waiting,
+        "rate_key": limits.rate_key,
+        "rate_limit": limits.rate_limit,
+        "rate_per": limits.rate_per,
+    }
+
+
 _JOIN_ATTEMPTS = 20
 
 
@@ -154,8 +192,11 @@ def insert_or_join(params: dict[str, Any]) -> Run:
     """Insert the run, or return the run its idempotency or coalesce key already names.
 
     A conflict that has vanished by the time we look (the coalesced run was
-    claimed, the keyed run purged) simply inserts again.
+    claimed, the keyed run purged) simply inserts again. A debounced submit
+    moves the unclaimed pending run of its key instead, last input winning.
     """
+    if params["debounce_key"] is not None:
+        return run_store.debounce(params)
     for _ in range(_JOIN_ATTEMPTS):
         run = run_store.insert_run(params)
         if run is not None:

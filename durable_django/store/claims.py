@@ -18,7 +18,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..types import Run
+from . import flow
 from .db import RUN_COLUMN_COUNT, WAKE_CHANNEL, cursor, in_transaction, qualified_run_columns, row_to_run
+
+# Whether a limit applies to the run: its function has a concurrency or rate key, or its queue is limited.
+_LIMITED = (
+    "(concurrency_key IS NOT NULL OR rate_key IS NOT NULL OR queue = ANY(%(limited_queues)s::text[])) AS limited, "
+    "concurrency_key, rate_key, rate_per, queue"
+)
 
 # Batch claim: due pending runs, waits whose deadline passed, and runs whose lease
 # expired, by priority then age; each claim advances the fence token. The first
@@ -26,45 +33,62 @@ from .db import RUN_COLUMN_COUNT, WAKE_CHANNEL, cursor, in_transaction, qualifie
 # for a slot, not started. {bounds} is the worker's filter (see claim_filter):
 # plain column tests the planner can estimate, so pending runs are read in index
 # order instead of being sorted. A run reclaimed after its lease expired counts a
-# recovery only if its holder had started it.
+# recovery only if its holder had started it. Runs a limit applies to (a function's
+# concurrency or rate key, a limited queue) are not claimed here but returned, for
+# the flow-control admission (store/flow.py); runs a limit holds are not in the claim
+# index at all, and those held by a rate limit whose window has reopened are released.
 CLAIM_TEMPLATE = f"""
-WITH due_pending AS (
-    SELECT run_id, priority, created_at, false AS recovered FROM durable_run
-    WHERE status = 'pending' AND (available_at IS NULL OR available_at <= now()) {{bounds}}
+WITH released AS (
+    UPDATE durable_run SET held_by = NULL
+    WHERE run_id IN (
+        SELECT run_id FROM durable_run
+        WHERE status = 'pending' AND available_at IS NOT NULL AND available_at <= now() AND held_by IS NOT NULL
+        ORDER BY available_at
+        LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+), due_pending AS (
+    SELECT run_id, priority, created_at, false AS recovered, {_LIMITED} FROM durable_run
+    WHERE status = 'pending' AND held_by IS NULL AND (available_at IS NULL OR available_at <= now()) {{bounds}}
     ORDER BY priority DESC, created_at
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 ), due_waits AS (
-    SELECT run_id, priority, created_at, false AS recovered FROM durable_run
+    SELECT run_id, priority, created_at, false AS recovered, {_LIMITED} FROM durable_run
     WHERE status = 'waiting' AND available_at <= now() {{bounds}}
     ORDER BY available_at
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 ), expired AS (
-    SELECT run_id, priority, created_at, attempt_started_at IS NOT NULL AS recovered FROM durable_run
+    SELECT run_id, priority, created_at, attempt_started_at IS NOT NULL AS recovered, {_LIMITED} FROM durable_run
     WHERE status = 'running' AND leased_until < now() {{bounds}}
     ORDER BY leased_until
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+), candidates AS (
+    SELECT * FROM due_pending UNION ALL SELECT * FROM due_waits UNION ALL SELECT * FROM expired
+    ORDER BY priority DESC, created_at
+    LIMIT %(limit)s
 ), chosen AS (
-    SELECT *, row_number() OVER (ORDER BY priority DESC, created_at) <= %(start_now)s AS starts FROM (
-        SELECT * FROM due_pending UNION ALL SELECT * FROM due_waits UNION ALL SELECT * FROM expired
-        ORDER BY priority DESC, created_at
-        LIMIT %(limit)s
-    ) candidates
+    SELECT *, row_number() OVER (ORDER BY priority DESC, created_at) <= %(start_now)s AS starts
+    FROM candidates WHERE NOT limited
+), claimed AS (
+    UPDATE durable_run r SET
+        status = 'running',
+        attempts = r.attempts + 1,
+        recoveries = r.recoveries + CASE WHEN chosen.recovered THEN 1 ELSE 0 END,
+        leased_until = now() + make_interval(secs => %(lease)s::float8),
+        claimed_at = now(),
+        attempt_started_at = CASE WHEN chosen.starts THEN now() END,
+        started_at = CASE WHEN chosen.starts THEN coalesce(r.started_at, now()) ELSE r.started_at END,
+        available_at = NULL,
+        waiting_for = NULL,
+        worker_id = %(worker_id)s,
+        updated_at = now()
+    FROM chosen
+    WHERE r.run_id = chosen.run_id
+    RETURNING {qualified_run_columns("r")}, chosen.recovered, chosen.starts
 )
-UPDATE durable_run r SET
-    status = 'running',
-    attempts = r.attempts + 1,
-    recoveries = r.recoveries + CASE WHEN chosen.recovered THEN 1 ELSE 0 END,
-    leased_until = now() + make_interval(secs => %(lease)s::float8),
-    claimed_at = now(),
-    attempt_started_at = CASE WHEN chosen.starts THEN now() END,
-    started_at = CASE WHEN chosen.starts THEN coalesce(r.started_at, now()) ELSE r.started_at END,
-    available_at = NULL,
-    waiting_for = NULL,
-    worker_id = %(worker_id)s,
-    updated_at = now()
-FROM chosen
-WHERE r.run_id = chosen.run_id
-RETURNING {qualified_run_columns("r")}, chosen.recovered, chosen.starts, now()
+SELECT *, now(), NULL::text, NULL::text, NULL::text, NULL::float8, NULL::text FROM claimed
+UNION ALL
+SELECT {", ".join(["NULL"] * RUN_COLUMN_COUNT)}, NULL, NULL, NULL,
+       candidates.run_id, candidates.concurrency_key, candidates.rate_key, candidates.rate_per, candidates.queue
+FROM candidates WHERE limited
 """
 
 # When the next run becomes claimable (for an idle worker's sleep).
@@ -112,11 +136,11 @@ WITH released AS (
         attempt_started_at = NULL, updated_at = now()
     FROM unnest(%(run_ids)s::text[], %(tokens)s::int[]) AS held(run_id, token)
     WHERE r.run_id = held.run_id AND r.attempts = held.token AND r.status = 'running'
-    RETURNING r.queue
+    RETURNING r.concurrency_key, r.concurrency_while_waiting, r.started_at IS NOT NULL AS started, r.queue
+), woken AS (
+    SELECT pg_notify('{WAKE_CHANNEL}', q.queue) FROM (SELECT DISTINCT queue FROM released) q
 )
-SELECT count(*), (SELECT count(*) FROM (SELECT pg_notify('{WAKE_CHANNEL}', q.queue)
-                                       FROM (SELECT DISTINCT queue FROM released) q) n)
-FROM released
+SELECT *, (SELECT count(*) FROM woken) FROM released
 """
 
 
@@ -152,6 +176,17 @@ class Claimed:
     started: bool
     # The database's clock when the claim took it.
     database_now: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class LimitedCandidate:
+    """A claim candidate a limit applies to, with its function's keys (the queue's come from settings)."""
+
+    run_id: str
+    concurrency_key: str | None
+    rate_key: str | None
+    rate_per: float | None
+    queue: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,18 +236,38 @@ def claim_filter(
     return ClaimBounds(sql="AND " + " AND ".join(conditions), params=params)
 
 
-def claim(*, limit: int, start_now: int, lease_seconds: float, worker_id: str, bounds: ClaimBounds) -> list[Claimed]:
-    """Claim up to ``limit`` runs, of which the first ``start_now`` start at once, in claim order."""
+def claim(
+    *,
+    limit: int,
+    start_now: int,
+    lease_seconds: float,
+    worker_id: str,
+    bounds: ClaimBounds,
+    limited_queues: Sequence[str] = (),
+) -> tuple[list[Claimed], list[LimitedCandidate]]:
+    """Claim up to ``limit`` runs no limit applies to, the first ``start_now`` started at once.
+
+    Returns:
+        (the runs claimed, in claim order; the candidates a limit applies to, for the admission).
+    """
     with cursor() as cur:
         cur.execute(
             bounds.claim_sql,
-            {**bounds.params, "limit": limit, "start_now": start_now, "lease": lease_seconds, "worker_id": worker_id},
+            {
+                **bounds.params,
+                "limit": limit,
+                "start_now": start_now,
+                "lease": lease_seconds,
+                "worker_id": worker_id,
+                "limited_queues": list(limited_queues),
+            },
         )
         rows = cur.fetchall()
-    claimed = [Claimed(row_to_run(row), *row[RUN_COLUMN_COUNT : RUN_COLUMN_COUNT + 3]) for row in rows]
+    claimed = [Claimed(row_to_run(row), *row[RUN_COLUMN_COUNT : RUN_COLUMN_COUNT + 3]) for row in rows if row[0]]
     # UPDATE ... RETURNING does not keep the candidates' order: restore the claim order.
     claimed.sort(key=lambda item: (not item.started, -item.run.priority, item.run.created_at))
-    return claimed
+    limited = [LimitedCandidate(*row[-5:]) for row in rows if not row[0]]
+    return claimed, limited
 
 
 def seconds_until_next_due(bounds: ClaimBounds) -> float | None:
@@ -254,7 +309,14 @@ def release(held: list[tuple[str, int]]) -> int:
     def work() -> int:
         with cursor() as cur:
             cur.execute(RELEASE, _pairs(held))
-            released: int = cur.fetchone()[0]
-            return released
+            rows = cur.fetchall()
+            flow.release_slots(
+                cur,
+                [
+                    flow.SlotChange(key, while_waiting, started, queue, "running", "pending")
+                    for key, while_waiting, started, queue, _ in rows
+                ],
+            )
+        return len(rows)
 
     return in_transaction(work)

@@ -20,7 +20,7 @@ from ..exceptions import LeaseLost, NotAChild, RunNotFound
 from ..journal_ids import WaitingFor
 from ..types import ChildResult
 from ..values import json_text
-from . import landing, runs
+from . import flow, landing, runs
 from .db import WAKE_CHANNEL, connection, cursor, from_json
 
 # Every journal entry of some runs.
@@ -88,6 +88,7 @@ SUSPEND = """
 UPDATE durable_run SET status = 'waiting', waiting_for = %(waiting_for)s, available_at = %(until)s,
     leased_until = NULL, updated_at = now()
 WHERE run_id = %(run_id)s AND attempts = %(token)s AND status = 'running'
+RETURNING concurrency_key, concurrency_while_waiting, started_at IS NOT NULL, queue
 """
 
 # A stored signal's value.
@@ -238,6 +239,14 @@ def _insert_step(cur: CursorWrapper, run_id: str, step_id: str, tenant_id: str |
 
 def _suspend(cur: CursorWrapper, run_id: str, token: int, waiting_for: WaitingFor, until: datetime | None) -> None:
     cur.execute(SUSPEND, {"run_id": run_id, "token": token, "waiting_for": str(waiting_for), "until": until})
+    # A run that waits holds no limit slot (unless its concurrency counts while it waits): release one.
+    flow.release_slots(
+        cur,
+        [
+            flow.SlotChange(key, while_waiting, started, queue, "running", "waiting")
+            for key, while_waiting, started, queue in cur.fetchall()
+        ],
+    )
 
 
 def _atomic() -> transaction.Atomic:

@@ -24,7 +24,9 @@ from typing import Any
 from django.db.backends.utils import CursorWrapper
 
 from ..journal_ids import WaitingFor
+from ..limits import configured_queue_limits
 from ..states import CancelOutcome
+from . import flow
 from .db import DONE_CHANNEL, WAKE_CHANNEL, cursor, in_transaction
 
 _TERMINAL = "('succeeded', 'failed', 'cancelled')"
@@ -35,7 +37,8 @@ _FENCE = "run_id = %(run_id)s AND attempts = %(token)s AND status = 'running'"
 LOCK_RUN = "SELECT 1 FROM durable_run WHERE run_id = %s FOR UPDATE"
 
 # Land a batch of held runs that have no parent and no children succeeded: nothing to lock,
-# wake or cascade. Runs with kin are refused here and land through COMPLETE.
+# wake, cascade or release. Runs with kin, or holding a limit's slot, are refused here and land
+# through COMPLETE.
 COMPLETE_ALONE = f"""
 WITH landed AS (
     UPDATE durable_run r SET status = 'succeeded', output = done.output::jsonb, leased_until = NULL,
@@ -43,6 +46,7 @@ WITH landed AS (
     FROM unnest(%(run_ids)s::text[], %(tokens)s::int[], %(outputs)s::text[]) AS done(run_id, token, output)
     WHERE r.run_id = done.run_id AND r.attempts = done.token AND r.status = 'running'
       AND r.parent_run_id IS NULL AND NOT r.has_children
+      AND r.concurrency_key IS NULL AND NOT r.queue = ANY(%(limited_queues)s::text[])
     RETURNING r.run_id
 )
 SELECT run_id, pg_notify('{DONE_CHANNEL}', run_id) FROM landed
@@ -57,10 +61,11 @@ JOIN unnest(%(run_ids)s::text[], %(tokens)s::int[]) AS held(run_id, token)
 WHERE r.status = 'succeeded'
 """
 
-# Each landing statement below returns (run_id, status, has_children) of what it landed.
+# What each landing statement returns of the runs it landed: their new status, whether they have
+# children, and what decides which limit slots they gave up (see flow.SlotChange).
+_RETURNING = "run_id, status, has_children, concurrency_key, concurrency_while_waiting, started_at IS NOT NULL, queue"
 _LANDED = f"""
-SELECT run_id, status, has_children,
-       CASE WHEN status IN {_TERMINAL} THEN pg_notify('{DONE_CHANNEL}', run_id) END
+SELECT {_RETURNING}, CASE WHEN status IN {_TERMINAL} THEN pg_notify('{DONE_CHANNEL}', run_id) END
 FROM landed
 """
 
@@ -71,7 +76,7 @@ WITH landed AS (
         finished_at = now(), updated_at = now()
     FROM unnest(%(run_ids)s::text[], %(tokens)s::int[], %(outputs)s::text[]) AS done(run_id, token, output)
     WHERE r.run_id = done.run_id AND r.attempts = done.token AND r.status = 'running'
-    RETURNING r.run_id, r.status, r.has_children
+    RETURNING r.*
 )
 {_LANDED}
 """
@@ -92,12 +97,11 @@ WITH landed AS (
         finished_at = CASE WHEN {_FAIL_STATUS} = 'pending' THEN NULL ELSE now() END,
         error = %(error)s, error_type = %(error_type)s, leased_until = NULL, updated_at = now()
     WHERE {_FENCE}
-    RETURNING run_id, status, has_children, queue
+    RETURNING *
 ), retried AS (
     SELECT pg_notify('{WAKE_CHANNEL}', queue) FROM landed WHERE status = 'pending' AND %(delay)s::float8 <= 0
 )
-SELECT run_id, status, has_children,
-       CASE WHEN status IN {_TERMINAL} THEN pg_notify('{DONE_CHANNEL}', run_id) END,
+SELECT {_RETURNING}, CASE WHEN status IN {_TERMINAL} THEN pg_notify('{DONE_CHANNEL}', run_id) END,
        (SELECT count(*) FROM retried)
 FROM landed
 """
@@ -107,7 +111,7 @@ CANCEL_HELD = f"""
 WITH landed AS (
     UPDATE durable_run SET status = 'cancelled', leased_until = NULL, finished_at = now(), updated_at = now()
     WHERE {_FENCE} AND pivoted_at IS NULL
-    RETURNING run_id, status, has_children
+    RETURNING *
 )
 {_LANDED}
 """
@@ -121,7 +125,7 @@ WHERE run_id = %(run_id)s AND (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tena
 # Lock a run for cancel() (its parent already locked) and read what decides the outcome.
 LOCK_FOR_CANCEL = """
 SELECT status = 'running' AND attempt_started_at IS NOT NULL, status IN ('succeeded', 'failed', 'cancelled'),
-       pivoted_at IS NOT NULL
+       pivoted_at IS NOT NULL, status
 FROM durable_run WHERE run_id = %(run_id)s
 FOR UPDATE
 """
@@ -130,9 +134,10 @@ FOR UPDATE
 CANCEL_NOW = f"""
 WITH landed AS (
     UPDATE durable_run SET status = 'cancelled', cancel_requested_at = coalesce(cancel_requested_at, now()),
-        finished_at = now(), waiting_for = NULL, available_at = NULL, leased_until = NULL, updated_at = now()
+        finished_at = now(), waiting_for = NULL, available_at = NULL, leased_until = NULL, held_by = NULL,
+        updated_at = now()
     WHERE run_id = %(run_id)s
-    RETURNING run_id, status, has_children
+    RETURNING *
 )
 {_LANDED}
 """
@@ -142,7 +147,7 @@ CANCEL_REQUEST = f"""
 WITH landed AS (
     UPDATE durable_run SET cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now()
     WHERE run_id = %(run_id)s
-    RETURNING run_id, status, has_children
+    RETURNING *
 )
 {_LANDED}
 """
@@ -179,7 +184,7 @@ FOR UPDATE OF d
 # waiting for a child that this cascade ends is woken.
 CASCADE = f"""
 WITH targets AS (
-    SELECT run_id, pivoted_at IS NOT NULL AS pivoted,
+    SELECT run_id, status AS before, pivoted_at IS NOT NULL AS pivoted,
            pivoted_at IS NULL AND (status IN ('pending', 'waiting')
                                    OR (status = 'running' AND attempt_started_at IS NULL)) AS ends
     FROM durable_run WHERE run_id = ANY(%(run_ids)s::text[]) AND status IN {_LIVE}
@@ -201,13 +206,16 @@ WITH targets AS (
                            THEN NULL ELSE d.waiting_for END,
         available_at = CASE WHEN t.ends THEN NULL ELSE d.available_at END,
         leased_until = CASE WHEN t.ends THEN NULL ELSE d.leased_until END,
+        held_by = CASE WHEN t.ends THEN NULL ELSE d.held_by END,
         updated_at = CASE WHEN t.pivoted THEN d.updated_at ELSE now() END
     FROM targets t
     WHERE d.run_id = t.run_id
-    RETURNING d.run_id, d.status, d.queue, t.ends
+    RETURNING d.run_id, d.status, d.queue, t.ends, t.before, d.concurrency_key, d.concurrency_while_waiting,
+              d.started_at IS NOT NULL AS started
 )
-SELECT run_id, CASE WHEN ends THEN pg_notify('{DONE_CHANNEL}', run_id)
-                    WHEN status = 'pending' THEN pg_notify('{WAKE_CHANNEL}', queue) END
+SELECT concurrency_key, concurrency_while_waiting, started, queue, before, status,
+       CASE WHEN ends THEN pg_notify('{DONE_CHANNEL}', run_id)
+            WHEN status = 'pending' THEN pg_notify('{WAKE_CHANNEL}', queue) END
 FROM cascaded
 """
 
@@ -231,7 +239,7 @@ def complete_many(finished: list[Finished]) -> set[str]:
     if not finished:
         return set()
     with cursor() as cur:
-        cur.execute(COMPLETE_ALONE, _batch(finished))
+        cur.execute(COMPLETE_ALONE, {**_batch(finished), "limited_queues": _concurrency_queues()})
         landed = {row[0] for row in cur.fetchall()}
     by_parent: dict[str | None, list[Finished]] = defaultdict(list)
     for item in finished:
@@ -284,12 +292,25 @@ def cancel_held(run_id: str, token: int, parent_run_id: str | None) -> str | Non
     return _status(in_transaction(_land, parent_run_id, CANCEL_HELD, {"run_id": run_id, "token": token}))
 
 
+def _concurrency_queues() -> list[str]:
+    return sorted(queue for queue, limits in configured_queue_limits().items() if limits.concurrency is not None)
+
+
 def _status(landed: dict[str, str]) -> str | None:
     return next(iter(landed.values()), None)
 
 
-def _land(parent_run_id: str | None, statement: str, params: dict[str, Any]) -> dict[str, str]:
-    """One landing transaction: lock the parent, land, wake the parent, cascade. Returns {run_id: status}."""
+def _land(
+    parent_run_id: str | None, statement: str, params: dict[str, Any], *, before: str = "running"
+) -> dict[str, str]:
+    """One landing transaction: lock the parent, land, wake the parent, cascade, release limit slots.
+
+    Args:
+        before: the status the landed runs had (a worker lands runs it holds: running).
+
+    Returns:
+        {run_id: new status} of the runs landed.
+    """
     with cursor() as cur:
         if parent_run_id is not None:
             cur.execute(LOCK_RUN, [parent_run_id])
@@ -299,9 +320,15 @@ def _land(parent_run_id: str | None, statement: str, params: dict[str, Any]) -> 
         ended = [run_id for run_id, status in landed.items() if status in ("succeeded", "failed", "cancelled")]
         if parent_run_id is not None and ended:
             _wake_parent(cur, parent_run_id, ended)
+        changes = [
+            flow.SlotChange(key, while_waiting, started, queue, before, status)
+            for _, status, _, key, while_waiting, started, queue, *_ in rows
+        ]
         cascade_from = [run_id for run_id, status, has_children, *_ in rows if has_children and status != "pending"]
         if cascade_from:
-            _cascade(cur, cascade_from)
+            changes += _cascade(cur, cascade_from)
+        # Last, after every row lock it needs: slots freed release the runs their limits held back.
+        flow.release_slots(cur, changes)
     return landed
 
 
@@ -311,11 +338,14 @@ def _wake_parent(cur: CursorWrapper, parent_run_id: str, children: list[str]) ->
     )
 
 
-def _cascade(cur: CursorWrapper, roots: list[str]) -> None:
+def _cascade(cur: CursorWrapper, roots: list[str]) -> list[flow.SlotChange]:
     """Apply the cancel rule to every live descendant of ``roots``, locked top down first.
 
     The tree is read again after each locking pass: a descendant that spawned a
     child while we waited for its lock brings that child in on the next pass.
+
+    Returns:
+        The descendants' status changes, for the limit slots they gave up.
     """
     locked: set[str] = set()
     while True:
@@ -324,8 +354,10 @@ def _cascade(cur: CursorWrapper, roots: list[str]) -> None:
         if found <= locked:
             break
         locked |= found
-    if locked:
-        cur.execute(CASCADE, {"run_ids": sorted(locked)})
+    if not locked:
+        return []
+    cur.execute(CASCADE, {"run_ids": sorted(locked)})
+    return [flow.SlotChange(*row[:6]) for row in cur.fetchall()]
 
 
 def cancel(run_id: str, tenant_id: str | None) -> CancelOutcome | None:
@@ -342,7 +374,7 @@ def cancel(run_id: str, tenant_id: str | None) -> CancelOutcome | None:
             if parent_run_id is not None:
                 cur.execute(LOCK_RUN, [parent_run_id])
             cur.execute(LOCK_FOR_CANCEL, params)
-            executing, finished, pivoted = cur.fetchone()
+            executing, finished, pivoted, status = cur.fetchone()
         if finished or pivoted:
             with cursor() as cur:
                 cur.execute(CANCEL_REFUSE, params)
@@ -350,7 +382,7 @@ def cancel(run_id: str, tenant_id: str | None) -> CancelOutcome | None:
         if executing:
             _land(None, CANCEL_REQUEST, params)
             return CancelOutcome.REQUESTED
-        _land(parent_run_id, CANCEL_NOW, params)
+        _land(parent_run_id, CANCEL_NOW, params, before=status)
         return CancelOutcome.CANCELLED
 
     return in_transaction(work)

@@ -44,13 +44,13 @@ SELECT count(*) FROM (
 ) landed
 """
 
-# The oldest pending run: one probe of the claim index (priority, created_at) per priority.
+# The oldest pending run no limit holds: one probe of the claim index (priority, created_at) per priority.
 OLDEST_PENDING = """
 SELECT oldest.run_id, oldest.created_at, now()
 FROM generate_series(%(min_priority)s::int, %(max_priority)s::int) AS p(priority)
 CROSS JOIN LATERAL (
     SELECT run_id, created_at FROM durable_run
-    WHERE status = 'pending' AND priority = p.priority
+    WHERE status = 'pending' AND held_by IS NULL AND priority = p.priority
     ORDER BY created_at
     LIMIT 1
 ) oldest

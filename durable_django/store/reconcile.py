@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..journal_ids import WaitingFor
+from . import flow
 from .db import WAKE_CHANNEL, cursor
 from .landing import LOCK_RUN
 
@@ -83,6 +84,35 @@ SELECT pg_notify('{WAKE_CHANNEL}', queue) FROM woken
 
 SELECT_STATUS = "SELECT status FROM durable_run WHERE run_id = %s"
 
+# The limit keys that hold runs back, after a keyset position (a skip scan of the held index), each with
+# its first held run's concurrency limit and whether that run has a time to be looked at again.
+HELD_KEYS = """
+WITH RECURSIVE reasons AS (
+    (SELECT held_by FROM durable_run
+     WHERE status = 'pending' AND held_by IS NOT NULL AND held_by > %(after)s ORDER BY held_by LIMIT 1)
+    UNION ALL
+    SELECT (SELECT r.held_by FROM durable_run r
+            WHERE r.status = 'pending' AND r.held_by IS NOT NULL AND r.held_by > reasons.held_by
+            ORDER BY r.held_by LIMIT 1)
+    FROM reasons WHERE reasons.held_by IS NOT NULL
+)
+SELECT reasons.held_by, head.concurrency_limit, head.available_at IS NOT NULL
+FROM reasons
+CROSS JOIN LATERAL (
+    SELECT concurrency_limit, available_at FROM durable_run
+    WHERE status = 'pending' AND held_by = reasons.held_by
+    ORDER BY priority DESC, created_at LIMIT 1
+) head
+WHERE reasons.held_by IS NOT NULL
+LIMIT %(limit)s
+"""
+
+# Rate-limited starts that have left their windows, a bounded batch at a time.
+DELETE_EXPIRED_STARTS = """
+DELETE FROM durable_rate_start WHERE id IN (
+    SELECT id FROM durable_rate_start WHERE expires_at < now() ORDER BY expires_at LIMIT %(limit)s)
+"""
+
 
 @dataclass(frozen=True, slots=True)
 class WaitingRun:
@@ -146,6 +176,40 @@ def wake(run_id: str, waiting_for: str | None) -> bool:
         cur.execute(WAKE, {"run_id": run_id, "waiting_for": waiting_for})
         woken: bool = cur.rowcount > 0
         return woken
+
+
+def held_keys(after: str, limit: int) -> list[tuple[str, int | None, bool]]:
+    """(limit key, its first held run's concurrency limit, whether that run has a recheck time), in key order."""
+    with cursor() as cur:
+        cur.execute(HELD_KEYS, {"after": after, "limit": limit})
+        return [(key, concurrency_limit, rechecked) for key, concurrency_limit, rechecked in cur.fetchall()]
+
+
+def release_if_room(key: str, *, limit: int | None, queue: str | None) -> int:
+    """Release as many runs ``key`` holds as its limit has room for now (all when it has no limit any more).
+
+    Returns:
+        How many runs were released.
+    """
+    with cursor() as cur:
+        flow.lock_keys(cur, {key})
+        found = flow.usage(
+            cur, concurrency_keys=set() if queue else {key}, queues={queue} if queue else set(), rates={}
+        )
+        used = found.queues.get(queue, 0) if queue else found.concurrency.get(key, 0)
+        room = HELD_ALL if limit is None else limit - used
+        return flow.release_held(cur, {key: room}) if room > 0 else 0
+
+
+# Release every run a key holds when the key has no limit any more: more than any one key holds.
+HELD_ALL = 1_000_000
+
+
+def delete_expired_starts(limit: int) -> int:
+    with cursor() as cur:
+        cur.execute(DELETE_EXPIRED_STARTS, {"limit": limit})
+        deleted: int = cur.rowcount
+    return deleted
 
 
 def status_of(run_id: str) -> str | None:

@@ -27,19 +27,41 @@ _WAKE_IF_DUE = f"""
     )
 """
 
+_INSERTED_COLUMNS = """
+    run_id, name, version, status, idempotency_key, coalesce_key, input, tenant_id, retry_policy,
+    queue, priority, parent_run_id, available_at, created_at, updated_at, concurrency_key, concurrency_limit,
+    concurrency_while_waiting, rate_key, rate_limit, rate_per, debounce_key, debounce_until"""
+_INSERTED_VALUES = """
+    %(run_id)s, %(name)s, %(version)s, 'pending', %(idempotency_key)s, %(coalesce_key)s,
+    %(input)s::jsonb, %(tenant_id)s, %(retry_policy)s::jsonb, %(queue)s, %(priority)s, %(parent_run_id)s,
+    CASE WHEN %(delay)s::float8 IS NULL THEN %(available_at)s::timestamptz
+         ELSE now() + make_interval(secs => %(delay)s::float8) END,
+    clock_timestamp(), clock_timestamp(), %(concurrency_key)s, %(concurrency_limit)s,
+    %(concurrency_while_waiting)s, %(rate_key)s, %(rate_limit)s, %(rate_per)s, %(debounce_key)s,
+    now() + make_interval(secs => %(debounce_max_wait)s::float8)"""
+
 # Insert a run unless its idempotency key or coalesce key already names one; wake workers.
 INSERT_RUN = f"""
 WITH inserted AS (
-    INSERT INTO durable_run (
-        run_id, name, version, status, idempotency_key, coalesce_key, input, tenant_id, retry_policy,
-        queue, priority, parent_run_id, available_at, created_at, updated_at)
-    VALUES (
-        %(run_id)s, %(name)s, %(version)s, 'pending', %(idempotency_key)s, %(coalesce_key)s,
-        %(input)s::jsonb, %(tenant_id)s, %(retry_policy)s::jsonb, %(queue)s, %(priority)s, %(parent_run_id)s,
-        CASE WHEN %(delay)s::float8 IS NULL THEN %(available_at)s::timestamptz
-             ELSE now() + make_interval(secs => %(delay)s::float8) END,
-        clock_timestamp(), clock_timestamp())
+    INSERT INTO durable_run ({_INSERTED_COLUMNS})
+    VALUES ({_INSERTED_VALUES})
     ON CONFLICT DO NOTHING
+    RETURNING *
+),
+{_WAKE_IF_DUE}
+SELECT {RUN_COLUMNS}, (SELECT count(*) FROM wake) FROM inserted
+"""
+
+# A debounced submit: insert a run, or move the unclaimed pending run of its key: the last input wins,
+# its start moves to the delay after this call, but never past the max_wait counted from its first call.
+DEBOUNCE = f"""
+WITH inserted AS (
+    INSERT INTO durable_run AS r ({_INSERTED_COLUMNS})
+    VALUES ({_INSERTED_VALUES})
+    ON CONFLICT (debounce_key) WHERE status = 'pending' AND attempts = 0 DO UPDATE SET
+        input = EXCLUDED.input,
+        available_at = least(EXCLUDED.available_at, r.debounce_until),
+        updated_at = now()
     RETURNING *
 ),
 {_WAKE_IF_DUE}
@@ -91,6 +113,9 @@ RESUME = f"""
 WITH resumed AS (
     UPDATE durable_run SET status = 'pending', failures = 0, recoveries = 0, available_at = NULL,
         leased_until = NULL, finished_at = NULL, waiting_for = NULL, error = NULL, error_type = NULL,
+        -- A run whose concurrency counts while it waits holds its slot once started: resumed, it is
+        -- admitted again first.
+        started_at = CASE WHEN concurrency_while_waiting THEN NULL ELSE started_at END,
         cancel_requested_at = NULL, cancel_refused_at = NULL, updated_at = now()
     WHERE run_id = %(run_id)s AND status IN ('failed', 'cancelled')
     RETURNING *
@@ -110,6 +135,15 @@ def insert_run(params: dict[str, Any]) -> Run | None:
         cur.execute(INSERT_RUN, params)
         row = cur.fetchone()
     return row_to_run(row) if row else None
+
+
+def debounce(params: dict[str, Any]) -> Run:
+    """Insert a debounced run, or move the unclaimed pending run of its key; returns it as this call left it."""
+    with cursor() as cur:
+        cur.execute(DEBOUNCE, params)
+        row = cur.fetchone()
+    assert row is not None  # an upsert always returns its row
+    return row_to_run(row)
 
 
 def find_by_idempotency_key(stored_key: str) -> Run | None:

@@ -22,6 +22,7 @@ SEED_DEFINITIONS = {
         "(tenant_id, created_at DESC, run_id DESC)",
     },
     "durable_step": {"UNIQUE (run_id, step_id)"},
+    "durable_rate_start": set(),
     "durable_schedule": {
         "UNIQUE (schedule_id)",
         "(next_fire_at) WHERE enabled",
@@ -31,7 +32,14 @@ SEED_DEFINITIONS = {
 # What the claim's own order, the cascades and the reconciler add beyond the seed.
 OWN_DEFINITIONS = {
     "durable_run": {
-        "(priority DESC, created_at) WHERE (status = 'pending'::text)",
+        "(priority DESC, created_at) WHERE ((held_by IS NULL) AND (status = 'pending'::text))",
+        "(held_by, priority DESC, created_at) WHERE ((held_by IS NOT NULL) AND (status = 'pending'::text))",
+        "(concurrency_key, priority DESC, created_at) WHERE ((concurrency_key IS NOT NULL) AND (held_by IS NULL) "
+        "AND (status = 'pending'::text))",
+        "(concurrency_key) WHERE ((concurrency_key IS NOT NULL) AND ((status = 'running'::text) OR "
+        "(concurrency_while_waiting AND (started_at IS NOT NULL) AND (status = ANY (ARRAY['pending'::text, "
+        "'waiting'::text])))))",
+        "UNIQUE (debounce_key) WHERE ((attempts = 0) AND (status = 'pending'::text))",
         "(available_at) WHERE (status = 'waiting'::text)",
         "(leased_until) WHERE (status = 'running'::text)",
         "(parent_run_id, run_id) WHERE (parent_run_id IS NOT NULL)",
@@ -41,6 +49,7 @@ OWN_DEFINITIONS = {
     },
     "durable_step": set(),
     "durable_schedule": set(),
+    "durable_rate_start": {"UNIQUE (id)", "(key, started_at)", "(expires_at)"},
 }
 
 
@@ -101,7 +110,7 @@ def explain_claim(*, analyze: bool) -> str:
 
     sql("ANALYZE durable_run")
     bounds = WorkerOptions().claim_bounds()
-    params = {**bounds.params, "limit": 10, "start_now": 10, "lease": 30, "worker_id": "explain"}
+    params = {**bounds.params, "limit": 10, "start_now": 10, "lease": 30, "worker_id": "explain", "limited_queues": []}
     with connection.cursor() as cur:
         cur.execute(("EXPLAIN ANALYZE " if analyze else "EXPLAIN ") + bounds.claim_sql, params)
         return "\n".join(row[0] for row in cur.fetchall())

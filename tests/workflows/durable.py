@@ -4,7 +4,7 @@ import asyncio
 import os
 import time
 
-from durable_django import RetryPolicy, durable_function
+from durable_django import Concurrency, RateLimit, RetryPolicy, durable_function
 
 from . import effects
 
@@ -222,3 +222,40 @@ def counted_steps(ctx, input):
         return index
 
     return sum(ctx.step("s", lambda i=i: work(i), occurrence=i) for i in range(input["steps"]))
+
+
+def _events(name, ctx, what):
+    """One line per event, with its time and process, to check limits from the runs' own log."""
+    effects.record(name, f"{time.time():.6f} {what} {ctx.run_id} {os.getpid()} {ctx.input.get('key')}")
+
+
+@durable_function("tests.limited", concurrency=Concurrency(1, key=lambda input: input.get("key")))
+def limited(ctx, input):
+    _events("limited-events", ctx, "start")
+    time.sleep(input.get("seconds", 0))
+    _events("limited-events", ctx, "end")
+    return input.get("key")
+
+
+@durable_function("tests.mutex", concurrency=Concurrency(1, key=lambda input: input["key"], while_waiting=True))
+def mutex(ctx, input):
+    ctx.step("before", lambda: effects.record("mutex-before", ctx.run_id))
+    ctx.sleep_for("nap", input["seconds"])
+    ctx.step("after", lambda: effects.record("mutex-after", ctx.run_id))
+    return "done"
+
+
+@durable_function("tests.rated", rate_limit=RateLimit(5, per=1.0))
+def rated(ctx, input):
+    _events("rated-events", ctx, "start")
+    return input
+
+
+@durable_function("tests.bad_key", concurrency=Concurrency(1, key=lambda input: input["missing"]))
+def bad_key(ctx, input):
+    return input
+
+
+@durable_function("tests.number_key", rate_limit=RateLimit(1, per=1.0, key=lambda input: 42))
+def number_key(ctx, input):
+    return input

@@ -18,7 +18,10 @@ def framework_installed() -> bool:
 
 def install() -> None:
     """Make runs named by an import path (the backend's) runnable in this process."""
+    from ...limits import add_queue_limit_source
     from ...registry import registry
+    from .backend import declared_queue_limits
     from .runtime import task_handler
 
     registry.set_path_resolver(task_handler)
+    add_queue_limit_source(declared_queue_limits)

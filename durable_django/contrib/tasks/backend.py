@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from ...api import task_runs
 from ...exceptions import InvalidInput
+from ...limits import QueueLimits, queue_limits, strictest
 from ...types import RetryPolicy
 from .compat import (
     BaseTaskBackend,
@@ -28,6 +29,7 @@ from .compat import (
     Task,
     TaskResult,
     TaskResultDoesNotExist,
+    task_backends,
     task_enqueued,
 )
 from .paths import resolve_task
@@ -36,7 +38,7 @@ from .results import json_value, task_for_run, task_result
 __all__ = ["DurableBackend", "DurableTask"]
 
 # The keys a backend's OPTIONS may hold (documented in docs/tasks.md).
-OPTION_KEYS = frozenset({"retry"})
+OPTION_KEYS = frozenset({"retry", "queues"})
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -78,6 +80,12 @@ class DurableBackend(BaseTaskBackend):
                 f"TASKS[{alias!r}]['OPTIONS'] has unknown keys {unknown}; known: {sorted(OPTION_KEYS)}"
             )
         self.retry = _retry_option(alias, self.options.get("retry"))
+        try:
+            # {"emails": {"concurrency": 5, "rate_limit": (50, 1.0)}}: limits of this backend's queues,
+            # enforced across every worker like DURABLE["QUEUES"] (the stricter applies where both say).
+            self.queue_limits = queue_limits(self.options.get("queues"), what=f"TASKS[{alias!r}]['OPTIONS']['queues']")
+        except InvalidInput as exc:
+            raise InvalidTaskBackend(str(exc)) from exc
 
     def validate_task(self, task: Task[..., Any]) -> None:
         """Django's checks plus the task's own options; runs at import time, so no database access."""
@@ -176,3 +184,9 @@ def _check_path(task: Task[..., Any]) -> None:
         raise InvalidTask(str(exc)) from exc
     if found.func is not task.func:
         raise InvalidTask(f"{task.module_path} imports to another task; workers could not find this one")
+
+
+def declared_queue_limits() -> dict[str, QueueLimits]:
+    """The queue limits every configured DurableBackend declares in its ``OPTIONS["queues"]``."""
+    declared = [backend.queue_limits for backend in task_backends.all() if isinstance(backend, DurableBackend)]
+    return strictest(*declared)

@@ -3,7 +3,7 @@
 """
 
 try:  # Django 6 ships the framework.
-    from django.tasks import TaskContext, TaskResult, TaskResultStatus
+    from django.tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import Task, TaskError
     from django.tasks.exceptions import InvalidTask, InvalidTaskBackend, TaskResultDoesNotExist
@@ -15,7 +15,12 @@ except ImportError:  # Django 5.2: the django-tasks backport.
     # classes are other classes of the same API ([assignment]); under Django 6, where the backport is not
     # installed, pyproject.toml's override makes django_tasks untyped and each name a redefinition
     # ([no-redef]). Each environment uses only some of these ignores: the override allows the rest.
-    from django_tasks import TaskContext, TaskResult, TaskResultStatus  # type: ignore[assignment, no-redef]
+    from django_tasks import (  # type: ignore[assignment, no-redef]
+        TaskContext,
+        TaskResult,
+        TaskResultStatus,
+        task_backends,
+    )
     from django_tasks.backends.base import BaseTaskBackend  # type: ignore[assignment, no-redef]
     from django_tasks.base import Task, TaskError  # type: ignore[assignment, no-redef]
     from django_tasks.exceptions import (  # type: ignore[assignment, no-redef]
@@ -37,6 +42,7 @@ __all__ = [
     "TaskResultDoesNotExist",
     "TaskResultStatus",
     "normalize_json",
+    "task_backends",
     "task_enqueued",
     "task_finished",
     "task_started",
