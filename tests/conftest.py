@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT, subprocess_database_url
+from tests.helpers import ROOT, subprocess_database_url, wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -70,6 +70,11 @@ class WorkerProcesses:
         proc.log_path = log_path
         self.procs.append(proc)
         return proc
+
+    def wait_started(self, *procs) -> None:
+        """Until each worker has logged its start (it is about to claim)."""
+        for proc in procs:
+            wait_until(lambda proc=proc: " starting: " in self.output(proc), message=f"worker {proc.pid} to start")
 
     def output(self, proc) -> str:
         with open(proc.log_path) as handle:

@@ -19,6 +19,10 @@ from ..store.claims import LimitedCandidate
 from ..store.flow import Candidate, Usage
 from ..types import Run
 
+# A rate's window is counted this much longer than declared: an attempt's handler starts a few
+# milliseconds after its claim commits, and that jitter must not let N+1 handlers start within one window.
+RATE_WINDOW_GUARD = 1.02
+
 # Due runs of a saturated function key held at once, per claim (bounds one statement's work).
 HOLD_BATCH = 10_000
 
@@ -84,6 +88,7 @@ def admit(
         lease_seconds=lease_seconds,
         worker_id=worker_id,
         hold_batch=HOLD_BATCH,
+        rate_window_guard=RATE_WINDOW_GUARD,
     )
 
 
@@ -137,12 +142,14 @@ def _decide(
         if blocked is not None:
             decision.held.append((candidate.run.run_id, blocked, _reopens(rates[blocked], now)))
             continue
+        if rate_keys and starts_left <= 0:
+            continue  # a rate counts starts at the claim: never claim such a run ahead of a free slot
         for key in slots:
             room[key] -= 1
         for key in rate_keys:
             rates[key].left -= 1
             rates[key].oldest = rates[key].oldest or now
-            decision.rate_starts.append((key, rates[key].per))
+            decision.rate_starts.append((key, rates[key].per * RATE_WINDOW_GUARD))
         decision.admitted.append((candidate, starts_left > 0))
         starts_left -= 1
     decision.saturated = {key for key in decision.saturated if room.get(key, 0) <= 0}
@@ -174,4 +181,4 @@ def _reopens(rate: RateRoom, now: datetime) -> datetime:
     time (so a long queue of held runs is not all looked at again at once)."""
     windows_ahead = rate.held // rate.limit
     rate.held += 1
-    return (rate.oldest or now) + timedelta(seconds=rate.per * (1 + windows_ahead))
+    return (rate.oldest or now) + timedelta(seconds=rate.per * (RATE_WINDOW_GUARD + windows_ahead))

@@ -20,7 +20,13 @@ from typing import Any, Protocol
 
 from django.db.backends.utils import CursorWrapper
 
-from ..limits import QueueLimits, configured_queue_limits, queue_concurrency_reason, queue_rate_reason
+from ..limits import (
+    QUEUE_CONCURRENCY_PREFIX,
+    QueueLimits,
+    configured_queue_limits,
+    queue_concurrency_reason,
+    queue_rate_reason,
+)
 from ..types import Run
 from .db import RUN_COLUMN_COUNT, WAKE_CHANNEL, cursor, in_transaction, qualified_run_columns, row_to_run
 
@@ -49,7 +55,8 @@ WHERE r.run_id = ANY(%(run_ids)s::text[])
 FOR UPDATE OF r SKIP LOCKED
 """
 
-# How much of each limit is in use, counted after the key locks.
+# How much of each limit is in use, counted after the key locks (by this statement's clock: the locks
+# may have waited for other claims, whose starts must fall in the window).
 USAGE = """
 SELECT 'concurrency', key, (
     SELECT count(*) FROM durable_run
@@ -65,40 +72,41 @@ FROM unnest(%(queues)s::text[]) AS q(queue)
 UNION ALL
 SELECT 'rate', w.key, count(s.started_at), min(s.started_at)
 FROM unnest(%(rate_keys)s::text[], %(rate_pers)s::float8[]) AS w(key, per)
-LEFT JOIN durable_rate_start s ON s.key = w.key AND s.started_at > now() - make_interval(secs => w.per)
+LEFT JOIN durable_rate_start s ON s.key = w.key AND s.started_at > statement_timestamp() - make_interval(secs => w.per)
 GROUP BY w.key
 UNION ALL
-SELECT 'now', NULL, NULL, now()
+SELECT 'now', NULL, NULL, statement_timestamp()
 """
 
-# Claim admitted runs (the first %(start_now)s start at once) and record their rate-limited starts.
+# Claim admitted runs and record their rate-limited starts. Its clock is this statement's, not the
+# transaction's: the key locks may have waited, and a start is counted when its claim commits.
 CLAIM = f"""
 WITH chosen AS (
     SELECT * FROM unnest(%(run_ids)s::text[], %(starts)s::bool[], %(recovered)s::bool[])
         AS c(run_id, starts, recovered)
 ), starts AS (
     INSERT INTO durable_rate_start (key, started_at, expires_at)
-    SELECT key, now(), now() + make_interval(secs => per)
+    SELECT key, statement_timestamp(), statement_timestamp() + make_interval(secs => per)
     FROM unnest(%(rate_keys)s::text[], %(rate_pers)s::float8[]) AS s(key, per)
 ), claimed AS (
     UPDATE durable_run r SET
         status = 'running',
         attempts = r.attempts + 1,
         recoveries = r.recoveries + CASE WHEN chosen.recovered THEN 1 ELSE 0 END,
-        leased_until = now() + make_interval(secs => %(lease)s::float8),
-        claimed_at = now(),
-        attempt_started_at = CASE WHEN chosen.starts THEN now() END,
-        started_at = CASE WHEN chosen.starts THEN coalesce(r.started_at, now()) ELSE r.started_at END,
+        leased_until = statement_timestamp() + make_interval(secs => %(lease)s::float8),
+        claimed_at = statement_timestamp(),
+        attempt_started_at = CASE WHEN chosen.starts THEN statement_timestamp() END,
+        started_at = CASE WHEN chosen.starts THEN coalesce(r.started_at, statement_timestamp()) ELSE r.started_at END,
         available_at = NULL,
         waiting_for = NULL,
         held_by = NULL,
         worker_id = %(worker_id)s,
-        updated_at = now()
+        updated_at = statement_timestamp()
     FROM chosen
     WHERE r.run_id = chosen.run_id
     RETURNING {qualified_run_columns("r")}, chosen.recovered, chosen.starts
 )
-SELECT *, now() FROM claimed
+SELECT *, statement_timestamp() FROM claimed
 """
 
 # Hold runs back: each with the limit that holds it, and for a rate limit when to look again.
@@ -146,15 +154,37 @@ WITH released AS (
 SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM notes)
 """
 
-# Held runs of every key: how many are held and how many hold its slots (the admin's overview).
-HELD_BY_KEY = """
-SELECT held_by, count(*) FROM (
-    SELECT held_by FROM durable_run WHERE status = 'pending' AND held_by IS NOT NULL
-    ORDER BY held_by LIMIT %(cap)s
-) held
-GROUP BY held_by
-ORDER BY count(*) DESC, held_by
-LIMIT %(keys)s
+# What a limit key holds back and what runs under it now: a function's or queue's concurrency key
+# counts the runs holding its slots, a rate key the runs it limits that are running.
+_RUNNING_UNDER = f"""CASE
+    WHEN key LIKE '{QUEUE_CONCURRENCY_PREFIX}%%' OR key LIKE 'rate:queue:%%' THEN (
+        SELECT count(*) FROM durable_run
+        WHERE status = 'running' AND queue = regexp_replace(key, '^(concurrency|rate):queue:', ''))
+    WHEN key LIKE 'concurrency:%%' THEN (
+        SELECT count(*) FROM durable_run
+        WHERE concurrency_key = key AND concurrency_key IS NOT NULL
+          AND (status = 'running' OR (concurrency_while_waiting AND started_at IS NOT NULL
+                                      AND status = ANY (ARRAY['pending', 'waiting']))))
+    ELSE (SELECT count(*) FROM durable_run WHERE status = 'running' AND rate_key = key) END"""
+
+# The keys holding most runs back, each with how many it holds and how many run under it now.
+HELD_BY_KEY = f"""
+WITH held AS (
+    SELECT held_by AS key, count(*) AS held FROM (
+        SELECT held_by FROM durable_run WHERE status = 'pending' AND held_by IS NOT NULL
+        ORDER BY held_by LIMIT %(cap)s
+    ) h
+    GROUP BY held_by
+    ORDER BY count(*) DESC, held_by
+    LIMIT %(keys)s
+)
+SELECT key, held, {_RUNNING_UNDER} FROM held
+"""
+
+# One key's runs held back and runs under it now.
+KEY_STATE = f"""
+SELECT (SELECT count(*) FROM durable_run WHERE status = 'pending' AND held_by = key), {_RUNNING_UNDER}
+FROM (SELECT %(key)s::text AS key) k
 """
 
 
@@ -268,9 +298,11 @@ def admit(
     lease_seconds: float,
     worker_id: str,
     hold_batch: int,
+    rate_window_guard: float,
 ) -> list[tuple[Run, bool, bool, Any]]:
     """One admission, in a transaction of its own: lock the keys, then the candidates, count, let the engine
-    decide, claim what it admits and hold the rest.
+    decide, claim what it admits and hold the rest. Rate windows are counted ``rate_window_guard`` times
+    their length (see engine/flow.py).
 
     Returns:
         (run, recovered, started, database now) of each run claimed.
@@ -287,9 +319,13 @@ def admit(
                 concurrency_keys={c.concurrency_key for c in candidates if c.concurrency_key is not None},
                 queues={queue for queue, limits in queue_limits.items() if limits.concurrency is not None},
                 rates={
-                    **{c.rate_key: c.rate_per for c in candidates if c.rate_key is not None and c.rate_per is not None},
                     **{
-                        queue_rate_reason(queue): limits.rate[1]
+                        c.rate_key: c.rate_per * rate_window_guard
+                        for c in candidates
+                        if c.rate_key is not None and c.rate_per is not None
+                    },
+                    **{
+                        queue_rate_reason(queue): limits.rate[1] * rate_window_guard
                         for queue, limits in queue_limits.items()
                         if limits.rate is not None
                     },
@@ -376,8 +412,20 @@ def release_held(cur: CursorWrapper, freed: dict[str, int]) -> int:
     return released
 
 
-def held_by_key(*, cap: int = 100_000, keys: int = 50) -> list[tuple[str, int]]:
-    """(limit key, runs it holds), the keys holding most first; reads at most ``cap`` held runs."""
+def held_by_key(*, cap: int = 100_000, keys: int = 20) -> list[tuple[str, int, int]]:
+    """(limit key, runs it holds back, runs under it now), the keys holding most first.
+
+    At most ``cap`` held runs are read (the counts are then a floor), so it costs
+    the same whatever the table holds.
+    """
     with cursor() as cur:
         cur.execute(HELD_BY_KEY, {"cap": cap, "keys": keys})
-        return [(key, count) for key, count in cur.fetchall()]
+        return [(key, held, running) for key, held, running in cur.fetchall()]
+
+
+def key_state(key: str) -> tuple[int, int]:
+    """(runs ``key`` holds back, runs under it now)."""
+    with cursor() as cur:
+        cur.execute(KEY_STATE, {"key": key})
+        held, running = cur.fetchone()
+    return held, running
