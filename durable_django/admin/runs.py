@@ -22,6 +22,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
 from ..api import operations as api_operations
@@ -32,7 +33,7 @@ from ..tenancy import unscope
 from . import operations
 from .base import DurableModelAdmin, operation_action
 from .display import compact_duration, describe_wait, moment, run_url, shorten, status_badge
-from .filters import FunctionFilter, ParentFilter, TenantFilter, tenant_uuid
+from .filters import FunctionFilter, HeldByFilter, ParentFilter, TenantFilter, tenant_uuid
 from .pagination import EstimatedCountPaginator
 from .run_page import run_page_context
 
@@ -63,10 +64,18 @@ class RunAdmin(DurableModelAdmin[Run]):
         "age",
         "lease",
         "waiting",
+        "held_by_display",
         "tenant",
         "created",
     )
-    list_filter = ("status", FunctionFilter, TenantFilter, ("created_at", admin.DateFieldListFilter), ParentFilter)
+    list_filter = (
+        "status",
+        FunctionFilter,
+        TenantFilter,
+        HeldByFilter,
+        ("created_at", admin.DateFieldListFilter),
+        ParentFilter,
+    )
     search_fields = ("run_id",)
     search_help_text = "An exact run id, idempotency key or coalesce key (as it was passed, without a tenant prefix)."
     # The listing index's order; no other sort is offered, so no page sorts the table.
@@ -88,6 +97,7 @@ class RunAdmin(DurableModelAdmin[Run]):
         "retry_policy_display",
         "worker_id",
         "waiting",
+        "held_by_limit",
         "cancellation",
     )
     fieldsets = [
@@ -159,7 +169,11 @@ class RunAdmin(DurableModelAdmin[Run]):
         if request.method == "GET":
             overview = api_operations.overview()
             age = overview.oldest_pending_age
-            extra_context.update(overview=overview, oldest_pending_age=compact_duration(age) if age is not None else "")
+            extra_context.update(
+                overview=overview,
+                oldest_pending_age=compact_duration(age) if age is not None else "",
+                held_by_limits=[(state, held_by_url(state.key)) for state in api_operations.held_by_limits()],
+            )
         return super().changelist_view(request, extra_context)
 
     @admin.display(description="status")
@@ -207,6 +221,12 @@ class RunAdmin(DurableModelAdmin[Run]):
     def waiting(self, run: Run) -> str:
         return describe_wait(run) or "—"
 
+    @admin.display(description="held by")
+    def held_by_display(self, run: Run) -> str:
+        if run.held_by is None:
+            return "—"
+        return format_html('<a href="{}">{}</a>', held_by_url(run.held_by), shorten(run.held_by))
+
     @admin.display(description="tenant")
     def tenant(self, run: Run) -> str:
         if run.tenant_id is None:
@@ -233,6 +253,20 @@ class RunAdmin(DurableModelAdmin[Run]):
     @admin.display(description="retry policy")
     def retry_policy_display(self, run: Run) -> str:
         return format_html("<code>{}</code>", json.dumps(run.retry_policy, sort_keys=True))
+
+    @admin.display(description="held by a limit")
+    def held_by_limit(self, run: Run) -> str:
+        """Which limit holds this due run back, how many runs it holds and how many run under it now."""
+        if run.held_by is None or run.status != RunStatus.PENDING:
+            return "—"
+        state = api_operations.limit_state(run.held_by)
+        return format_html(
+            '<code>{}</code>: <a href="{}">{} run(s) held</a>, {} running under it',
+            shorten(run.held_by),
+            held_by_url(run.held_by),
+            state.held,
+            state.running,
+        )
 
     @admin.display(description="cancellation")
     def cancellation(self, run: Run) -> str:
@@ -339,6 +373,11 @@ class RunAdmin(DurableModelAdmin[Run]):
         assert outcomes is not None, "confirm_then_perform gives outcomes or a confirmation page"
         operations.message_outcome(self, request, operation, outcomes[0])
         return HttpResponseRedirect(run_url(outcomes[0].new_run_id) if outcomes[0].new_run_id else here)
+
+
+def held_by_url(key: str) -> str:
+    """The runs listing filtered to the runs one limit key holds back."""
+    return f"{reverse('admin:durable_django_run_changelist')}?{urlencode({HeldByFilter.parameter_name: key})}"
 
 
 def describe_run(run: Run) -> SafeString:

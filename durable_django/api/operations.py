@@ -10,12 +10,14 @@ from uuid import UUID
 from ..engine import submit
 from ..exceptions import InvalidInput, RunNotFound
 from ..registry import TASK_PATH_VERSION
+from ..store import flow as flow_store
 from ..store import overview as overview_store
+from ..store.flow import LimitState
 from ..store.overview import Overview
 from ..types import Run
 from .runs import get_run
 
-__all__ = ["Overview", "known_tenants", "overview", "retry_as_new_run"]
+__all__ = ["LimitState", "Overview", "held_by_limits", "known_tenants", "limit_state", "overview", "retry_as_new_run"]
 
 
 def retry_as_new_run(run_id: str | UUID, *, tenant_id: str | UUID | None = None) -> Run:
@@ -58,3 +60,14 @@ def overview() -> Overview:
 def known_tenants(*, limit: int = 1000) -> list[str]:
     """Tenant ids that own at least one run, in id order, at most ``limit`` of them (an index probe each)."""
     return overview_store.known_tenants(limit=limit)
+
+
+def held_by_limits(*, keys: int = 20) -> list[LimitState]:
+    """The limit keys holding most due runs back, most first, each with how many it holds and how many run
+    under it; reads a bounded number of held runs (a count past 10,000 is a floor)."""
+    return flow_store.held_by_key(keys=keys)
+
+
+def limit_state(key: str) -> LimitState:
+    """How many runs one limit key (a ``Run.held_by`` value) holds back and how many run under it now."""
+    return flow_store.key_state(key)

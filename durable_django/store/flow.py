@@ -228,6 +228,15 @@ class Decision(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class LimitState:
+    """A limit key as an operator sees it: the due runs it holds back and the runs under it now."""
+
+    key: str
+    held: int
+    running: int
+
+
+@dataclass(frozen=True, slots=True)
 class SlotChange:
     """A run's status change, with what decides which limit slots it held before and after."""
 
@@ -412,20 +421,20 @@ def release_held(cur: CursorWrapper, freed: dict[str, int]) -> int:
     return released
 
 
-def held_by_key(*, cap: int = 100_000, keys: int = 20) -> list[tuple[str, int, int]]:
-    """(limit key, runs it holds back, runs under it now), the keys holding most first.
+def held_by_key(*, cap: int = 10_000, keys: int = 20) -> list[LimitState]:
+    """The keys holding most runs back, most first; at most ``keys`` of them.
 
-    At most ``cap`` held runs are read (the counts are then a floor), so it costs
-    the same whatever the table holds.
+    At most ``cap`` held runs are read (a key's count is then a floor), so it
+    costs the same whatever the table holds.
     """
     with cursor() as cur:
         cur.execute(HELD_BY_KEY, {"cap": cap, "keys": keys})
-        return [(key, held, running) for key, held, running in cur.fetchall()]
+        return [LimitState(key, held, running) for key, held, running in cur.fetchall()]
 
 
-def key_state(key: str) -> tuple[int, int]:
-    """(runs ``key`` holds back, runs under it now)."""
+def key_state(key: str) -> LimitState:
+    """How many runs ``key`` holds back and how many run under it now."""
     with cursor() as cur:
         cur.execute(KEY_STATE, {"key": key})
         held, running = cur.fetchone()
-    return held, running
+    return LimitState(key, held, running)
