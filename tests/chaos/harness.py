@@ -411,21 +411,21 @@ class Soak:
         if worker is None or (kind == "SIGSTOP" and up < 2):
             self.at(now + 0.5 - self.record.origin, "fault", kind)  # no worker to spare now: a little later
             return
-        fault = Fault(kind, now, now, worker.name, worker.pid, worker.concurrency)
+        worker.proc.send_signal(getattr(signal, kind))
+        # Taken once the signal is sent: an execution recorded before this instant began before the fault.
+        sent = time.time()
+        fault = Fault(kind, sent, sent, worker.name, worker.pid, worker.concurrency)
         self.record.faults.append(fault)
         if kind == "SIGKILL":
-            worker.proc.send_signal(signal.SIGKILL)
             worker.exit_code = worker.proc.wait(timeout=30)
             worker.state, worker.exited_at = "killed", time.time()
             self.start_worker()
         elif kind == "SIGSTOP":
-            worker.proc.send_signal(signal.SIGSTOP)
             worker.state = "stopped"
             pause = LEASE_SECONDS + self.faults_rng.uniform(1.0, 2.5)
-            self.at(now + pause - self.record.origin, "cont", (worker, fault))
+            self.at(sent + pause - self.record.origin, "cont", (worker, fault))
         elif kind == "SIGTERM":
-            worker.proc.send_signal(signal.SIGTERM)
-            worker.state, worker.term_at = "terminating", now
+            worker.state, worker.term_at = "terminating", sent
             self.start_worker()
 
     def _on_cont(self, payload):
@@ -454,7 +454,9 @@ class Soak:
                     worker.state = "hung"
             elif worker.state == "up" and code is not None:
                 worker.state, worker.exit_code, worker.exited_at = "died", code, time.time()
-                self.record.problems.append(f"{worker.name} (pid {worker.pid}) died on its own with exit code {code}")
+                last = self.log(worker).strip().splitlines()[-1:]
+                self.record.problems.append(
+                    f"{worker.name} (pid {worker.pid}) died on its own with exit code {code}; last log line: {last}")
                 self.start_worker()
 
     # -- the end --------------------------------------------------------------------------------------------
