@@ -22,7 +22,9 @@ What must hold at the end:
 
 - every run ended (none pending, running or waiting after the drain), none is lost (every submit is
   a run), and ``Reconciler().stranded()`` finds nothing; no worker repaired a stranded run during the
-  soak, died on its own, logged a traceback or failed to exit 0 within its grace after SIGTERM;
+  soak, died on its own, failed to exit 0 within its grace after SIGTERM, or logged an error or an
+  uncaught traceback (an error that a thread logs for a connection a restart cut, before carrying on,
+  is only counted in the report);
 - children are never spawned twice: a parent's children are exactly the ids its spawn steps
   journalled, one per spawn step, each with the plan it was given;
 - every run's journal is a prefix of its plan, and a succeeded run's output equals its journal (the
@@ -42,11 +44,13 @@ What must hold at the end:
   back well within the lease, and a step value waiting to be journalled is written again under the
   same fence token. Checked per execution: every recorded execution of a step other than the one whose
   value the journal kept (and other than the failures the retry policy counted) must be explained by
-  a SIGKILL of its process within a lease of it, or by a SIGSTOP of its process from a lease before
-  the stop until a lease after the SIGCONT, or (in a cancelled run) by the cancel; a restart explains
-  none. So a step runs at most 1 + (for the flaky step, the failures the policy counted) + (faults of
-  the processes that ran it) times, and in total a SIGKILL explains at most ``concurrency``
-  re-executions and a SIGSTOP at most ``2 x concurrency``; both bounds are asserted.
+  a SIGKILL or SIGSTOP of its process while it was in flight (the run's latest execution when the
+  signal was sent, begun at most the step's pause plus a lease plus 2 s before), or by the first
+  execution its process began for the run within a lease after a SIGCONT, or (in a cancelled run) by
+  the cancel; a restart explains none. So a step runs at most 1 + (for the flaky step, the failures
+  the policy counted) + (faults of the processes that ran it) times, and in total a SIGKILL explains
+  at most ``concurrency`` re-executions and a SIGSTOP at most ``2 x concurrency``; both bounds are
+  asserted.
 
 Running it:
 
@@ -54,7 +58,9 @@ Running it:
 - ``pytest tests/chaos --soak`` runs a long soak (600 s of faults); ``DURABLE_CHAOS_SECONDS=N`` sets
   the length of the fault window to N seconds (with or without ``--soak``);
 - the seed is printed (run with ``-s`` to see it on success) and is in every failure message; replay
-  a failure with ``DURABLE_CHAOS_SEED=<seed>``. Worker logs (with timestamps), the client's log, the
+  a failure with ``DURABLE_CHAOS_SEED=<seed>``: the same plans, signal moments and fault schedule
+  (where a fault lands in a step still depends on timing, so a replay recreates the conditions of a
+  failure, not always the failure). Worker logs (with timestamps), the client's log, the
   effects and ``soak-report.json`` (the faults and problems) are in the test's ``tmp_path``, and on a
   failure copied to a ``durable-chaos-<seed>-*`` temporary directory that the message names.
 """
@@ -199,13 +205,14 @@ class State:
 
 # A log record starts with its timestamp (DURABLE_TEST_LOG_TIMES); a traceback continues it.
 LOG_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ ")
+TRACEBACK = "Traceback (most recent call last):"
 # The last line of a traceback whose error is a connection PostgreSQL cut (a restart).
 DISCONNECT = re.compile(r"^(psycopg\.errors\.AdminShutdown|psycopg\.(Operational|Interface)Error"
                         r"|django\.db\.utils\.(Operational|Interface)Error)\b")
 
 
 def soak_log_problems(soak: Soak) -> tuple[list[str], list[str]]:
-    """What no worker may log, even under faults: a reconciler repair (a stranded run), a traceback.
+    """What no worker may log, even under faults: a reconciler repair (a stranded run), an error, a traceback.
 
     Returns (problems, notes): an error that a worker thread logged (an ERROR record) with a traceback
     whose cause is a connection that a PostgreSQL restart cut is noted rather than failed: the thread
@@ -225,8 +232,8 @@ def soak_log_problems(soak: Soak) -> tuple[list[str], list[str]]:
             text = f"{worker.name} (pid {worker.pid}) logged: " + " | ".join(record[:40])
             if "reconciler: run" in record[0]:
                 problems.append(f"{worker.name} (pid {worker.pid}) repaired a stranded run: {record[0]}")
-            elif " ERROR " in record[0] or " CRITICAL " in record[0] or "Traceback (most recent call last):" in record:
-                cut = restarted and " ERROR " in record[0] and any(DISCONNECT.match(line) for line in record[1:])
+            elif " ERROR " in record[0] or " CRITICAL " in record[0] or TRACEBACK in record:
+                cut = restarted and " ERROR " in record[0] and any(map(DISCONNECT.match, record[1:]))
                 (notes if cut else problems).append(text)
     return problems, notes
 
