@@ -9,6 +9,15 @@ import pytest
 from tests.helpers import ROOT, subprocess_database_url, wait_until
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--soak",
+        action="store_true",
+        default=False,
+        help="run the long chaos soak (tests/chaos): 600s of faults unless DURABLE_CHAOS_SECONDS says",
+    )
+
+
 @pytest.fixture(autouse=True)
 def effects_dir(tmp_path, monkeypatch):
     """Every test gets a fresh directory for workflow side effects (tests.workflows.effects)."""

@@ -89,3 +89,7 @@ LOGGING = {
         "durable_django": {"handlers": ["console"], "level": os.environ.get("DURABLE_TEST_LOG_LEVEL", "WARNING")}
     },
 }
+if os.environ.get("DURABLE_TEST_LOG_TIMES"):
+    # Timestamps, to line a worker's log up with the faults a test injects (tests/chaos).
+    LOGGING["formatters"] = {"timed": {"format": "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"}}
+    LOGGING["handlers"]["console"]["formatter"] = "timed"

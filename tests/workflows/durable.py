@@ -1,8 +1,10 @@
 """Fixture workflows, autodiscovered like any app's durable.py."""
 
 import asyncio
+import json
 import os
 import time
+import uuid
 
 from durable_django import Concurrency, RateLimit, RetryPolicy, durable_function
 
@@ -259,3 +261,69 @@ def bad_key(ctx, input):
 @durable_function("tests.number_key", rate_limit=RateLimit(1, per=1.0, key=lambda input: 42))
 def number_key(ctx, input):
     return input
+
+
+# -- The chaos soak (tests/chaos/test_soak.py) ---------------------------------------------------------
+# One interpreter of plans that the soak draws from its seed. Each op of input["ops"] is one durable call
+# under the op's own name; the output is what those calls returned, so it must equal the journal. Every
+# execution of a step's function appends one JSON line to the effects file "chaos-{run_id}" (step name,
+# pid, start time, a nonce that the journalled value carries too, the failures the run had when claimed),
+# so the soak counts re-executions and knows which execution the journal kept.
+
+CHAOS_RETRY = RetryPolicy(max_attempts=3, initial_delay=0.3, max_delay=0.6, backoff=2.0, jitter=0.0)
+
+
+class ChaosFailure(RuntimeError):
+    """A "flaky" op of chaos.flow failing on purpose."""
+
+
+def _chaos_execution(ctx, name: str, pause: float, *, will_fail: bool = False) -> dict:
+    nonce = uuid.uuid4().hex
+    effects.record(
+        f"chaos-{ctx.run_id}",
+        json.dumps(
+            {
+                "step": name,
+                "pid": os.getpid(),
+                "at": time.time(),
+                "nonce": nonce,
+                "attempt": ctx.attempt,
+                "failures": ctx.run.failures,
+                "will_fail": will_fail,
+            }
+        ),
+    )
+    time.sleep(pause)
+    if will_fail:
+        raise ChaosFailure(f"{name} fails on purpose")
+    return {"step": name, "pid": os.getpid(), "nonce": nonce}
+
+
+@durable_function("chaos.flow", retry=CHAOS_RETRY)
+def chaos_flow(ctx, input):
+    """Ops: step (name, pause), flaky (name, pause, fail: fails while the run has fewer failures than
+    that), sleep (name, seconds), signal (name, signal), spawn (name, ops: a chaos.flow child), wait
+    (name, child: the spawn op's name)."""
+    done = {}
+    for op in input["ops"]:
+        kind, name = op["op"], op["name"]
+        if kind == "step":
+            done[name] = ctx.step(name, lambda name=name, op=op: _chaos_execution(ctx, name, op["pause"]))
+        elif kind == "flaky":
+            done[name] = ctx.step(
+                name,
+                lambda name=name, op=op: _chaos_execution(
+                    ctx, name, op["pause"], will_fail=ctx.run.failures < op["fail"]
+                ),
+            )
+        elif kind == "sleep":
+            done[name] = ctx.sleep_for(name, op["seconds"])
+        elif kind == "signal":
+            done[name] = ctx.wait_for_signal(name, op["signal"])
+        elif kind == "spawn":
+            done[name] = ctx.spawn(name, "chaos.flow", {"ops": op["ops"]})
+        elif kind == "wait":
+            done[name] = ctx.wait_for_result(name, done[op["child"]])
+        else:
+            raise ValueError(f"unknown chaos op {kind!r}")
+    return {"ops": done}

@@ -1,0 +1,65 @@
+"""The chaos soak's client: a Django process on the soak's private PostgreSQL that serves the test.
+
+The test process's own Django points at the session's test database, so every
+call that goes through the client API runs here instead (``python -m
+tests.chaos.client`` with the private ``DATABASE_URL``). It reads one JSON
+request a line on stdin and answers one JSON line on stdout:
+
+- ``{"op": "enqueue", "name": ..., "input": ..., "key": ...}`` -> the run id (the
+  idempotency key makes a call sent again after a cut connection return the same run);
+- ``{"op": "signal", "run_id": ..., "signal": ..., "value": ...}`` -> the stored value;
+- ``{"op": "stranded"}`` -> ``Reconciler().stranded()`` as ``[[run_id, problem], ...]``.
+
+While PostgreSQL restarts a call fails with a database error; it is sent again
+(each call is safe to repeat) until it answers or ``patience`` seconds pass.
+"""
+
+import json
+import sys
+import time
+import traceback
+
+
+def main() -> None:
+    import django
+
+    django.setup()
+    from django.db import Error, connections
+
+    from durable_django import api
+    from durable_django.engine.reconciler import Reconciler
+
+    operations = {
+        "enqueue": lambda r: api.enqueue(r["name"], r["input"], idempotency_key=r["key"]).run_id,
+        "signal": lambda r: api.emit_signal(r["run_id"], r["signal"], r["value"]),
+        "stranded": lambda r: [[repair.run_id, repair.problem] for repair in Reconciler().stranded()],
+    }
+    for line in sys.stdin:
+        request = json.loads(line)
+        give_up = time.monotonic() + request.get("patience", 60)
+        retries = 0
+        while True:
+            try:
+                reply = {"ok": True, "result": operations[request["op"]](request)}
+                break
+            except Error as exc:  # the database went away (a restart): the call is safe to send again
+                for connection in connections.all():
+                    try:
+                        connection.close()
+                    except Exception:  # noqa: BLE001 - a broken connection is gone either way
+                        connection.connection = None
+                if time.monotonic() > give_up:
+                    reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+                    break
+                retries += 1
+                time.sleep(0.1)
+            except Exception:  # noqa: BLE001 - reported to the test, which fails with it
+                reply = {"ok": False, "error": traceback.format_exc()}
+                break
+        reply["retries"] = retries
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
