@@ -2,7 +2,9 @@
 
 The engine calls ``reach(point)`` at each; with nothing injected that is one
 dictionary lookup. Points: ``step.returned`` (a step's function has returned,
-its value is not journalled yet).
+its value is not journalled yet); ``worker.claimed`` (a worker's claim loop has
+claimed, before it asks when the next run is due); ``reconciler.pass`` (the
+worker's reconciler thread is about to make a pass).
 """
 
 from __future__ import annotations

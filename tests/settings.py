@@ -81,10 +81,11 @@ TASKS = {
     }
 }
 
+CONSOLE: dict[str, str] = {"class": "logging.StreamHandler"}
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "handlers": {"console": CONSOLE},
     "loggers": {
         "durable_django": {"handlers": ["console"], "level": os.environ.get("DURABLE_TEST_LOG_LEVEL", "WARNING")}
     },
@@ -92,4 +93,4 @@ LOGGING = {
 if os.environ.get("DURABLE_TEST_LOG_TIMES"):
     # Timestamps, to line a worker's log up with the faults a test injects (tests/chaos).
     LOGGING["formatters"] = {"timed": {"format": "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"}}
-    LOGGING["handlers"]["console"]["formatter"] = "timed"
+    CONSOLE["formatter"] = "timed"

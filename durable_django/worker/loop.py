@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from django.db import DatabaseError
 
+from .. import faults
 from ..conf import durable_settings
 from ..engine import execute as executor
 from ..engine import lifecycle
@@ -177,6 +178,9 @@ class Worker:
                     continue
                 self._hand_back_stale_prefetch()
                 claimed, asked = self._claim()
+                faults.reach("worker.claimed")
+                # Fewer than asked: nothing more is due now; sleep until the next run is.
+                due = lifecycle.seconds_until_next_due(self._bounds) if asked and len(claimed) < asked else None
                 backoff = 0.1
             except DatabaseError as exc:
                 lifecycle.reset_connection()
@@ -193,10 +197,8 @@ class Worker:
                 next_summary = time.monotonic() + durable_settings.SUMMARY_SECONDS
             if asked and len(claimed) == asked:
                 continue  # maybe more is due: claim again once a slot is free
-            if asked and len(claimed) < asked:
-                due = lifecycle.seconds_until_next_due(self._bounds)
-                if due is not None:
-                    timeout = min(timeout, max(due, 0.005))
+            if due is not None:
+                timeout = min(timeout, max(due, 0.005))
             hold = self.pool.seconds_until_hold_expires()
             if hold is not None:
                 timeout = min(timeout, max(hold, 0.005))

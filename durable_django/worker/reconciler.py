@@ -7,18 +7,24 @@ import random
 import threading
 from collections.abc import Callable
 
-from django.db import connections
+from django.db import DatabaseError, connections
 
+from .. import faults
 from ..conf import durable_settings
+from ..engine import lifecycle
 from ..engine.reconciler import Reconciler, Repair
 
 logger = logging.getLogger("durable_django.reconciler")
+
+# After a pass the database refused (a restart, a failover), the next comes this soon, then twice as late.
+RETRY_SECONDS = 1.0
 
 
 class ReconcilerThread(threading.Thread):
     """Runs reconciler passes until ``halt`` is set; reports each pass's repairs to ``on_repairs``.
 
-    Nothing a pass meets ends the thread: an error is logged and the next pass comes as usual.
+    Nothing a pass meets ends the thread: a database error (its connection was cut) is a warning and the
+    pass is tried again soon on a new connection; any other error is logged and the next pass comes as usual.
     """
 
     def __init__(self, halt: threading.Event, on_repairs: Callable[[list[Repair]], None]):
@@ -31,11 +37,19 @@ class ReconcilerThread(threading.Thread):
         try:
             # A first pass soon after start, then spread out so that workers started together take turns.
             wait = random.uniform(0, 1) * min(durable_settings.RECONCILE_SECONDS, 5.0)
+            retry = RETRY_SECONDS
             while not self.halt.wait(wait):
+                wait = durable_settings.RECONCILE_SECONDS * random.uniform(0.9, 1.1)
                 try:
+                    faults.reach("reconciler.pass")
                     self.on_repairs(self.reconciler.run_pass())
+                    retry = RETRY_SECONDS
+                except DatabaseError as exc:
+                    lifecycle.reset_connection()
+                    wait = min(wait, retry)
+                    retry *= 2
+                    logger.warning("reconciler: pass failed (%s); trying again in %.0fs", exc, wait)
                 except Exception:  # the reconciler must outlive any error in one pass
                     logger.exception("reconciler: pass failed; trying again at the next")
-                wait = durable_settings.RECONCILE_SECONDS * random.uniform(0.9, 1.1)
         finally:
             connections.close_all()

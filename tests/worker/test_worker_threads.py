@@ -1,0 +1,88 @@
+"""The worker's threads, run in the test process so a fault lands exactly where it matters."""
+
+import logging
+import threading
+
+import psycopg
+import pytest
+from django.db import connections
+
+from durable_django import api, faults
+from durable_django.conf import durable_settings
+from durable_django.worker.loop import Worker, WorkerOptions
+from durable_django.worker.reconciler import ReconcilerThread
+from tests.helpers import subprocess_database_url, wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def worker_thread():
+    """A worker running in a thread; stopped (and its thread joined) at teardown."""
+    worker = Worker(WorkerOptions(concurrency=1, scheduler=False, grace=5))
+    errors = []
+
+    def run():
+        try:
+            worker.run()
+        except BaseException as exc:  # the test asserts the loop never dies
+            errors.append(exc)
+            raise
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run, name="worker-under-test")
+    thread.start()
+    yield thread, errors
+    worker.request_stop()
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+
+
+def test_a_connection_cut_between_a_claim_and_the_next_due_query_does_not_stop_the_worker(worker_thread):
+    thread, errors = worker_thread
+    cut = threading.Event()
+
+    def cut_once():
+        if not cut.is_set():
+            cut.set()
+            cut_this_threads_connection()
+
+    with faults.injected("worker.claimed", cut_once):
+        wait_until(cut.is_set, message="the claim loop to claim")
+        run = api.enqueue("tests.noop", {"after": "the cut"})
+        wait_until(lambda: api.get_run(run.run_id).status == "succeeded", message="the run enqueued after the cut")
+    assert thread.is_alive() and errors == []
+
+
+def cut_this_threads_connection():
+    """Have the server end the calling thread's durable connection, as a restart or failover does."""
+    with connections[durable_settings.DATABASE].cursor() as cur:
+        cur.execute("SELECT pg_backend_pid()")
+        [pid] = cur.fetchone()
+    with psycopg.connect(subprocess_database_url(), autocommit=True) as other:
+        other.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+
+def test_a_reconciler_pass_on_a_cut_connection_warns_and_is_tried_again_soon(settings, caplog):
+    settings.DURABLE = {**settings.DURABLE, "RECONCILE_SECONDS": 600}  # the next regular pass: ten minutes away
+    passes = []
+    halt = threading.Event()
+    thread = ReconcilerThread(halt, passes.append)
+    cut = threading.Event()
+
+    def cut_once():
+        if not cut.is_set():
+            cut.set()
+            cut_this_threads_connection()
+
+    with faults.injected("reconciler.pass", cut_once), caplog.at_level(logging.WARNING, "durable_django"):
+        thread.start()
+        try:
+            wait_until(lambda: passes, timeout=60, message="a pass after the cut (within seconds, not ten minutes)")
+        finally:
+            halt.set()
+            thread.join(timeout=30)
+    assert cut.is_set() and not thread.is_alive()
+    [warning] = [record for record in caplog.records if "reconciler: pass failed" in record.getMessage()]
+    assert warning.levelno == logging.WARNING and warning.exc_info is None
