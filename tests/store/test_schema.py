@@ -102,18 +102,20 @@ def test_column_types_follow_the_seed():
     ) == [("0",)]
 
 
-def explain_claim(*, analyze: bool) -> str:
-    """The plan of a worker's claim on the current data, after ANALYZE."""
-    from django.db import connection
-
+def claim_query():
+    """A worker's claim of ten runs, as (statement, parameters), after ANALYZE."""
     from durable_django.worker.loop import WorkerOptions
 
     sql("ANALYZE durable_run")
     bounds = WorkerOptions().claim_bounds()
     params = {**bounds.params, "limit": 10, "start_now": 10, "lease": 30, "worker_id": "explain", "limited_queues": []}
-    with connection.cursor() as cur:
-        cur.execute(("EXPLAIN ANALYZE " if analyze else "EXPLAIN ") + bounds.claim_sql, params)
-        return "\n".join(row[0] for row in cur.fetchall())
+    return bounds.claim_sql, params
+
+
+def explain_claim(*, analyze: bool) -> str:
+    """The plan of a worker's claim on the current data."""
+    query, params = claim_query()
+    return "\n".join(row[0] for row in sql(("EXPLAIN ANALYZE " if analyze else "EXPLAIN ") + query, params))
 
 
 def test_claim_on_100k_finished_runs_uses_indexes_not_a_sequential_scan():
@@ -155,3 +157,34 @@ def test_system_check_fails_on_a_database_that_is_not_postgresql():
     assert "PostgreSQL" in errors[0].msg
     assert check_database() == []
     assert all(error.id != "durable_django.E001" for error in checks.run_checks())
+
+
+def plan_nodes(plan):
+    """Every node of a JSON plan, depth first."""
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from plan_nodes(child)
+
+
+def test_claim_never_reads_the_100k_runs_a_saturated_key_holds():
+    sql("""
+        INSERT INTO durable_run (run_id, name, version, status, input, retry_policy, queue, priority,
+                                 concurrency_key, concurrency_limit, held_by, created_at, updated_at)
+        SELECT 'held-' || g, 'tests.limited', 1, 'pending', '{}', '{}', 'default', 0,
+               'concurrency:tests.limited:hot', 1, 'concurrency:tests.limited:hot',
+               now() - interval '1 hour' - make_interval(secs => g), now()
+        FROM generate_series(1, 100000) g
+    """)
+    sql("""
+        INSERT INTO durable_run (run_id, name, version, status, input, retry_policy, created_at, updated_at)
+        SELECT 'free-' || g, 'tests.noop', 1, 'pending', '{}', '{}', now(), now() FROM generate_series(1, 20) g
+    """)
+    query, params = claim_query()
+    [(plan,)] = sql("EXPLAIN (ANALYZE, FORMAT JSON) " + query, params)  # it claims, as the worker's claim does
+    nodes = list(plan_nodes(plan[0]["Plan"]))
+    assert not [node for node in nodes if node["Node Type"] == "Seq Scan" and node["Relation Name"] == "durable_run"]
+    assert any(node.get("Index Name") == "durable_run_claim_pending" for node in nodes)
+    # No node of the plan reads more than a handful of rows: the held runs are outside the claim index.
+    read = max(node["Actual Rows"] * node["Actual Loops"] + node.get("Rows Removed by Filter", 0) for node in nodes)
+    assert read <= 100, [(node["Node Type"], node.get("Index Name"), node["Actual Rows"]) for node in nodes]
+    assert sql("SELECT count(*) FROM durable_run WHERE status = 'running'") == [(10,)]
