@@ -2,7 +2,7 @@
 
 import time
 
-from durable_django import durable_function
+from durable_django import Concurrency, RateLimit, durable_function
 
 
 @durable_function("bench.noop")
@@ -26,4 +26,22 @@ def stamp(ctx, input):
 @durable_function("bench.sleeper")
 def sleeper(ctx, input):
     ctx.sleep_for("nap", input["seconds"])
+    return None
+
+
+@durable_function("bench.keyed", concurrency=Concurrency(1, key=lambda input: input["key"]))
+def keyed(ctx, input):
+    """A no-op limited to one run at a time per key."""
+    return None
+
+
+@durable_function("bench.unkeyed")
+def unkeyed(ctx, input):
+    """The same no-op on the same input, unlimited: the baseline of ``bench.keyed``."""
+    return None
+
+
+@durable_function("bench.rated", rate_limit=RateLimit(1000, per=1.0))
+def rated(ctx, input):
+    """A no-op whose attempts start at most 1,000 times in any second, across every worker."""
     return None

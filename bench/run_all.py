@@ -1,6 +1,6 @@
 """Run every benchmark against one PostgreSQL server and print a table of ratios.
 
-Usage: ``python bench/run_all.py [--only store,e2e,peers,sleep,purge] [--runs 5000] ...``
+Usage: ``python bench/run_all.py [--only store,e2e,peers,sleep,purge,flow] [--runs 5000] ...``
 (an embedded pgserver in a temporary directory when DATABASE_URL is unset).
 """
 
@@ -17,7 +17,7 @@ from bench import common
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--only", default="store,e2e,peers,sleep,purge", help="comma-separated benchmarks to run")
+    parser.add_argument("--only", default="store,e2e,peers,sleep,purge,flow", help="comma-separated benchmarks to run")
     parser.add_argument("--store-runs", type=int, default=3000, help="runs for the store vs raw benchmark")
     parser.add_argument("--runs", type=int, default=5000, help="no-op runs for the end-to-end benchmarks")
     parser.add_argument("--step-runs", type=int, default=10, help="runs of 100 steps")
@@ -25,6 +25,9 @@ def main() -> None:
     parser.add_argument("--sleepers", type=int, default=10000)
     parser.add_argument("--sleep-seconds", type=float, default=20.0)
     parser.add_argument("--purge-runs", type=int, default=1_000_000, help="finished runs (3 steps each) to purge")
+    parser.add_argument("--flow-runs", type=int, default=20_000, help="runs per side of the flow-control benchmarks")
+    parser.add_argument("--flow-processes", type=int, default=2, help="worker processes (x8) of the flow benchmarks")
+    parser.add_argument("--rate-seconds", type=float, default=60.0, help="how long the rate limit is measured")
     parser.add_argument(
         "--layouts", default="1x8,1x16,2x8", help="worker layouts to try, PROCESSESxCONCURRENCY, comma-separated"
     )
@@ -49,6 +52,10 @@ def main() -> None:
             from bench import bench_purge
 
             bench_purge.main(args.purge_runs, steps=3, batch_size=1000, baseline_seconds=10.0)
+        if "flow" in only:
+            from bench import bench_flow
+
+            bench_flow.main(args.flow_runs, args.flow_processes, args.rate_seconds)
     finally:
         common.print_table()
 

@@ -1,0 +1,158 @@
+"""Issue 13: what flow control costs the claim, and whether a rate limit is met.
+
+Workers are ``--concurrency 8`` processes (not ``--burst``: a burst worker leaves
+when every due run is held behind a key another process runs), stopped once the
+runs are drained.
+"""
+
+from __future__ import annotations
+
+import time
+
+from . import common
+from .common import raw_connect, record, reset_tables
+
+HOT_KEY = "concurrency:bench.keyed:hot"
+
+
+def enqueue(name: str, inputs: list[dict]) -> None:
+    from durable_django import api
+
+    for input in inputs:
+        api.enqueue(name, input)
+
+
+def drain(name: str, total: int, processes: int) -> float:
+    """Runs/s of ``processes`` workers draining the ``total`` runs of ``name`` already enqueued."""
+
+    def done() -> int:
+        with raw_connect() as conn:
+            return conn.execute(
+                "SELECT count(*) FROM durable_run WHERE name = %s AND status = 'succeeded'", [name]
+            ).fetchone()[0]
+
+    with raw_connect() as conn:
+        conn.execute("VACUUM ANALYZE durable_run")
+    workers = [common.spawn(common.worker_command(8)) for _ in range(processes)]
+    try:
+        return common.rate_while_draining(done, total, workers)
+    finally:
+        common.stop(workers)
+
+
+def keys_limited_to_one(runs: int, keys: int, processes: int) -> None:
+    """The same runs over ``keys`` keys, each limited to one at a time, vs unlimited."""
+    inputs = [{"key": f"k{n % keys}"} for n in range(runs)]
+    reset_tables()
+    enqueue("bench.unkeyed", inputs)
+    unlimited = drain("bench.unkeyed", runs, processes)
+    reset_tables()
+    enqueue("bench.keyed", inputs)
+    limited = drain("bench.keyed", runs, processes)
+    record(
+        f"{runs} runs over {keys} keys limited to 1 each / unlimited ({processes}x8 workers)",
+        f"{limited:,.0f} vs {unlimited:,.0f} runs/s",
+        f"{limited / unlimited:.2f}",
+        ">= 0.8",
+    )
+
+
+def hold_behind_one_key(held: int) -> None:
+    """``held`` due runs held behind one saturated key (its one slot taken by a run that never ends)."""
+    with raw_connect() as conn:
+        conn.execute(
+            """
+            INSERT INTO durable_run (run_id, name, version, status, input, retry_policy, queue, priority,
+                                     concurrency_key, concurrency_limit, held_by, created_at, updated_at)
+            SELECT 'held-' || g, 'bench.keyed', 1, 'pending', '{"key": "hot"}', '{}', 'default', 0,
+                   %(key)s, 1, %(key)s, now() - make_interval(secs => g), now()
+            FROM generate_series(1, %(held)s) g
+            """,
+            {"key": HOT_KEY, "held": held},
+        )
+        conn.execute(
+            """
+            INSERT INTO durable_run (run_id, name, version, status, input, retry_policy, queue, priority,
+                                     concurrency_key, concurrency_limit, attempts, started_at, attempt_started_at,
+                                     claimed_at, leased_until, worker_id, created_at, updated_at)
+            VALUES ('hot-holder', 'bench.keyed', 1, 'running', '{"key": "hot"}', '{}', 'default', 0, %(key)s, 1,
+                    1, now(), now(), now(), now() + interval '1 day', 'elsewhere', now(), now())
+            """,
+            {"key": HOT_KEY},
+        )
+
+
+def held_runs_do_not_slow_the_claim(runs: int, held: int, processes: int) -> None:
+    """No-op runs drained with ``held`` runs held behind one saturated key vs with none."""
+    reset_tables()
+    enqueue("bench.noop", [{}] * runs)
+    alone = drain("bench.noop", runs, processes)
+    reset_tables()
+    hold_behind_one_key(held)
+    enqueue("bench.noop", [{}] * runs)
+    beside = drain("bench.noop", runs, processes)
+    with raw_connect() as conn:
+        still = conn.execute("SELECT count(*) FROM durable_run WHERE held_by = %s", [HOT_KEY]).fetchone()[0]
+    assert still == held, f"{held - still} held runs were started: the key's one slot was taken"
+    record(
+        f"no-op runs with {held:,} held behind one key / none held ({processes}x8 workers)",
+        f"{beside:,.0f} vs {alone:,.0f} runs/s",
+        f"{beside / alone:.2f}",
+        ">= 0.9",
+    )
+
+
+def rate_limit_is_met(limit: int, seconds: float, processes: int) -> None:
+    """Runs of a function limited to ``limit`` starts a second, more than a minute's worth, drained for
+    ``seconds``: the starts per second over that time (from the runs' own start times), and the most in
+    any one second."""
+    reset_tables()
+    total = int(limit * (seconds + 15))
+    with raw_connect() as conn:  # as api.enqueue would store them, in one statement: enqueueing is not measured
+        conn.execute(
+            """
+            INSERT INTO durable_run (run_id, name, version, status, input, retry_policy, queue, priority,
+                                     rate_key, rate_limit, rate_per, created_at, updated_at)
+            SELECT gen_random_uuid()::text, 'bench.rated', 1, 'pending', '{}', '{}', 'default', 0,
+                   'rate:bench.rated', %(limit)s, 1.0, now() + make_interval(secs => g / 1e6), now()
+            FROM generate_series(1, %(total)s) g
+            """,
+            {"limit": limit, "total": total},
+        )
+        conn.execute("VACUUM ANALYZE durable_run")
+    workers = [common.spawn(common.worker_command(8)) for _ in range(processes)]
+    try:
+        time.sleep(5)  # start-up and warm-up are not measured
+        with raw_connect() as conn:
+            start = conn.execute("SELECT now()").fetchone()[0]
+        time.sleep(seconds)
+        with raw_connect() as conn:
+            end = conn.execute("SELECT now()").fetchone()[0]
+            started = conn.execute(
+                "SELECT count(*) FROM durable_run WHERE started_at >= %s AND started_at < %s", [start, end]
+            ).fetchone()[0]
+            busiest = conn.execute(
+                """
+                SELECT max(n) FROM (
+                    SELECT count(*) OVER (ORDER BY started_at
+                                          RANGE BETWEEN CURRENT ROW AND interval '999999 microseconds' FOLLOWING) n
+                    FROM durable_run WHERE started_at IS NOT NULL
+                ) windows
+                """
+            ).fetchone()[0]
+    finally:
+        common.stop(workers)
+    rate = started / (end - start).total_seconds()
+    record(
+        f"rate limit {limit:,}/s over {seconds:.0f}s ({processes}x8 workers): starts/s / limit",
+        f"{rate:,.0f} starts/s; at most {busiest:,} in any second",
+        f"{rate / limit:.3f}",
+        ">= 0.95, busiest <= limit",
+    )
+
+
+def main(runs: int, processes: int, seconds: float) -> None:
+    print(f"issue 13: flow control, {processes}x8 workers", flush=True)
+    keys_limited_to_one(runs, 1000, processes)
+    held_runs_do_not_slow_the_claim(runs, 100_000, processes)
+    rate_limit_is_met(1000, seconds, processes)
