@@ -24,7 +24,6 @@ from ..store.db import listening as listening  # the worker's
 from ..store.db import reset_connection as reset_connection  # the worker's, and used here
 from ..store.schedules import database_now as database_now  # the worker's clock for its cutoffs
 from ..types import ClaimedRun
-from . import flow
 from .attempt import Attempt
 from .execute import Outcome, fail_attempt, finished, report_success
 
@@ -49,19 +48,7 @@ def claim(
         Attempts in claim order, started ones first.
     """
     lease = durable_settings.LEASE_SECONDS if lease_seconds is None else lease_seconds
-    claimed, limited = claims.claim(
-        limit=limit,
-        start_now=start_now,
-        lease_seconds=lease,
-        worker_id=worker_id,
-        bounds=bounds,
-        limited_queues=flow.limited_queues(),
-    )
-    if limited:
-        # Runs a limit applies to are admitted (or held back) under their limits' locks.
-        started = sum(item.started for item in claimed)
-        admitted = flow.admit(limited, start_now=max(start_now - started, 0), worker_id=worker_id, lease_seconds=lease)
-        claimed += [claims.Claimed(*item) for item in admitted]
+    claimed = claims.claim(limit=limit, start_now=start_now, lease_seconds=lease, worker_id=worker_id, bounds=bounds)
     # A first attempt has an empty journal: skip the read.
     journals = journal.load_journal([item.run.run_id for item in claimed if item.run.attempts > 1])
     return [

@@ -160,14 +160,12 @@ class Reconciler:
             if key.startswith("rate:"):
                 if rechecked:
                     continue  # it is looked at again when its window reopens
-                released = reconcile.release_if_room(key, limit=None, queue=None)
+                released = reconcile.release_if_room(key, limit=None)
             elif key.startswith(QUEUE_CONCURRENCY_PREFIX):
                 queue = key[len(QUEUE_CONCURRENCY_PREFIX) :]
-                released = reconcile.release_if_room(
-                    key, limit=queues.get(queue, QueueLimits()).concurrency, queue=queue
-                )
+                released = reconcile.release_if_room(key, limit=queues.get(queue, QueueLimits()).concurrency)
             else:
-                released = reconcile.release_if_room(key, limit=head_limit, queue=None)
+                released = reconcile.release_if_room(key, limit=head_limit)
             if released:
                 repairs.append(Repair(key, f"held {released} run(s) back while it had room", "released them"))
         return repairs

@@ -22,10 +22,17 @@ from . import flow
 from .db import RUN_COLUMN_COUNT, WAKE_CHANNEL, cursor, in_transaction, qualified_run_columns, row_to_run
 
 # Whether a limit applies to the run: its function has a concurrency or rate key, or its queue is limited.
-_LIMITED = (
-    "(concurrency_key IS NOT NULL OR rate_key IS NOT NULL OR queue = ANY(%(limited_queues)s::text[])) AS limited, "
-    "concurrency_key, rate_key, rate_per, queue"
-)
+_LIMITED = "(concurrency_key IS NOT NULL OR rate_key IS NOT NULL OR queue = ANY(%(limited_queues)s::text[])) AS limited"
+
+# The flow-control admission of the candidates a limit applies to (migration 0006, store/flow.py):
+# it locks their limit keys, counts, claims what the limits admit (as many start at once as the free
+# slots the plain claim left) and holds back the rest.
+_ADMIT = """durable_admit(
+    (SELECT array_agg(run_id) FROM candidates WHERE limited),
+    greatest(%(start_now)s - (SELECT count(*) FROM chosen WHERE starts), 0)::int,
+    %(lease)s::float8, %(worker_id)s::text,
+    %(limit_queues)s::text[], %(queue_concurrency)s::int[], %(queue_rate_limit)s::int[], %(queue_rate_per)s::float8[],
+    %(rate_window_guard)s::float8, %(hold_batch)s::int)"""
 
 # Batch claim: due pending runs, waits whose deadline passed, and runs whose lease
 # expired, by priority then age; each claim advances the fence token. The first
@@ -34,9 +41,9 @@ _LIMITED = (
 # plain column tests the planner can estimate, so pending runs are read in index
 # order instead of being sorted. A run reclaimed after its lease expired counts a
 # recovery only if its holder had started it. Runs a limit applies to (a function's
-# concurrency or rate key, a limited queue) are not claimed here but returned, for
-# the flow-control admission (store/flow.py); runs a limit holds are not in the claim
-# index at all, and those held by a rate limit whose window has reopened are released.
+# concurrency or rate key, a limited queue) are claimed or held by the admission, in
+# the same statement; runs a limit holds are not in the claim index at all, and those
+# held by a rate limit whose window has reopened are released.
 CLAIM_TEMPLATE = f"""
 WITH released AS (
     UPDATE durable_run SET held_by = NULL
@@ -84,11 +91,10 @@ WITH released AS (
     WHERE r.run_id = chosen.run_id
     RETURNING {qualified_run_columns("r")}, chosen.recovered, chosen.starts
 )
-SELECT *, now(), NULL::text, NULL::text, NULL::text, NULL::float8, NULL::text FROM claimed
+SELECT *, now() FROM claimed
 UNION ALL
-SELECT {", ".join(["NULL"] * RUN_COLUMN_COUNT)}, NULL, NULL, NULL,
-       candidates.run_id, candidates.concurrency_key, candidates.rate_key, candidates.rate_per, candidates.queue
-FROM candidates WHERE limited
+SELECT {qualified_run_columns("(admitted.run)")}, admitted.recovered, admitted.started, admitted.database_now
+FROM {_ADMIT} AS admitted
 """
 
 # When the next run becomes claimable (for an idle worker's sleep).
@@ -179,17 +185,6 @@ class Claimed:
 
 
 @dataclass(frozen=True, slots=True)
-class LimitedCandidate:
-    """A claim candidate a limit applies to, with its function's keys (the queue's come from settings)."""
-
-    run_id: str
-    concurrency_key: str | None
-    rate_key: str | None
-    rate_per: float | None
-    queue: str
-
-
-@dataclass(frozen=True, slots=True)
 class Renewal:
     """What a heartbeat learned of one held run."""
 
@@ -236,38 +231,29 @@ def claim_filter(
     return ClaimBounds(sql="AND " + " AND ".join(conditions), params=params)
 
 
-def claim(
-    *,
-    limit: int,
-    start_now: int,
-    lease_seconds: float,
-    worker_id: str,
-    bounds: ClaimBounds,
-    limited_queues: Sequence[str] = (),
-) -> tuple[list[Claimed], list[LimitedCandidate]]:
-    """Claim up to ``limit`` runs no limit applies to, the first ``start_now`` started at once.
+def claim(*, limit: int, start_now: int, lease_seconds: float, worker_id: str, bounds: ClaimBounds) -> list[Claimed]:
+    """Claim up to ``limit`` runs, the first ``start_now`` started at once; runs a limit applies to are
+    admitted or held back by their limits.
 
     Returns:
-        (the runs claimed, in claim order; the candidates a limit applies to, for the admission).
+        The runs claimed, in claim order, started ones first.
     """
     with cursor() as cur:
         cur.execute(
             bounds.claim_sql,
             {
                 **bounds.params,
+                **flow.admission_params(),
                 "limit": limit,
                 "start_now": start_now,
                 "lease": lease_seconds,
                 "worker_id": worker_id,
-                "limited_queues": list(limited_queues),
             },
         )
-        rows = cur.fetchall()
-    claimed = [Claimed(row_to_run(row), *row[RUN_COLUMN_COUNT : RUN_COLUMN_COUNT + 3]) for row in rows if row[0]]
+        claimed = [Claimed(row_to_run(row), *row[RUN_COLUMN_COUNT:]) for row in cur.fetchall()]
     # UPDATE ... RETURNING does not keep the candidates' order: restore the claim order.
     claimed.sort(key=lambda item: (not item.started, -item.run.priority, item.run.created_at))
-    limited = [LimitedCandidate(*row[-5:]) for row in rows if not row[0]]
-    return claimed, limited
+    return claimed
 
 
 def seconds_until_next_due(bounds: ClaimBounds) -> float | None:

@@ -24,7 +24,7 @@ from typing import Any
 from django.db.backends.utils import CursorWrapper
 
 from ..journal_ids import WaitingFor
-from ..limits import configured_queue_limits
+from ..limits import QUEUE_CONCURRENCY_PREFIX, configured_queue_limits
 from ..states import CancelOutcome
 from . import flow
 from .db import DONE_CHANNEL, WAKE_CHANNEL, cursor, in_transaction
@@ -37,8 +37,9 @@ _FENCE = "run_id = %(run_id)s AND attempts = %(token)s AND status = 'running'"
 LOCK_RUN = "SELECT 1 FROM durable_run WHERE run_id = %s FOR UPDATE"
 
 # Land a batch of held runs that have no parent and no children succeeded: nothing to lock,
-# wake, cascade or release. Runs with kin, or holding a limit's slot, are refused here and land
-# through COMPLETE.
+# wake or cascade. The slots of limits they held are released in the same statement: the
+# release function takes the keys' locks after the rows' and counts with a fresh snapshot
+# (store/flow.py). Runs with kin are refused here and land through COMPLETE.
 COMPLETE_ALONE = f"""
 WITH landed AS (
     UPDATE durable_run r SET status = 'succeeded', output = done.output::jsonb, leased_until = NULL,
@@ -46,10 +47,18 @@ WITH landed AS (
     FROM unnest(%(run_ids)s::text[], %(tokens)s::int[], %(outputs)s::text[]) AS done(run_id, token, output)
     WHERE r.run_id = done.run_id AND r.attempts = done.token AND r.status = 'running'
       AND r.parent_run_id IS NULL AND NOT r.has_children
-      AND r.concurrency_key IS NULL AND NOT r.queue = ANY(%(limited_queues)s::text[])
-    RETURNING r.run_id
+    RETURNING r.run_id, r.concurrency_key, r.queue
+), freed AS (
+    SELECT key, count(*)::int AS n FROM (
+        SELECT concurrency_key AS key FROM landed WHERE concurrency_key IS NOT NULL
+        UNION ALL
+        SELECT %(queue_prefix)s || queue FROM landed WHERE queue = ANY(%(concurrency_queues)s::text[])
+    ) slots
+    GROUP BY key
 )
-SELECT run_id, pg_notify('{DONE_CHANNEL}', run_id) FROM landed
+SELECT run_id, pg_notify('{DONE_CHANNEL}', run_id),
+       (SELECT durable_release_held(array_agg(key), array_agg(n), '{WAKE_CHANNEL}') FROM freed)
+FROM landed
 """
 
 # Of held runs the landing refused, those an earlier try already landed succeeded (its commit's
@@ -239,7 +248,10 @@ def complete_many(finished: list[Finished]) -> set[str]:
     if not finished:
         return set()
     with cursor() as cur:
-        cur.execute(COMPLETE_ALONE, {**_batch(finished), "limited_queues": _concurrency_queues()})
+        cur.execute(
+            COMPLETE_ALONE,
+            {**_batch(finished), "concurrency_queues": _concurrency_queues(), "queue_prefix": QUEUE_CONCURRENCY_PREFIX},
+        )
         landed = {row[0] for row in cur.fetchall()}
     by_parent: dict[str | None, list[Finished]] = defaultdict(list)
     for item in finished:

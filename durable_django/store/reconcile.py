@@ -185,20 +185,21 @@ def held_keys(after: str, limit: int) -> list[tuple[str, int | None, bool]]:
         return [(key, concurrency_limit, rechecked) for key, concurrency_limit, rechecked in cur.fetchall()]
 
 
-def release_if_room(key: str, *, limit: int | None, queue: str | None) -> int:
+def release_if_room(key: str, *, limit: int | None) -> int:
     """Release as many runs ``key`` holds as its limit has room for now (all when it has no limit any more).
+
+    The count is read before the release takes the key's lock: a release too many only makes a run
+    claimable, and its claim's admission decides again under the lock.
 
     Returns:
         How many runs were released.
     """
+    running = flow.key_state(key).running
+    room = HELD_ALL if limit is None else limit - running
+    if room <= 0:
+        return 0
     with cursor() as cur:
-        flow.lock_keys(cur, {key})
-        found = flow.usage(
-            cur, concurrency_keys=set() if queue else {key}, queues={queue} if queue else set(), rates={}
-        )
-        used = found.queues.get(queue, 0) if queue else found.concurrency.get(key, 0)
-        room = HELD_ALL if limit is None else limit - used
-        return flow.release_held(cur, {key: room}) if room > 0 else 0
+        return flow.release_held(cur, {key: room})
 
 
 # Release every run a key holds when the key has no limit any more: more than any one key holds.

@@ -104,11 +104,12 @@ def test_column_types_follow_the_seed():
 
 def claim_query():
     """A worker's claim of ten runs, as (statement, parameters), after ANALYZE."""
+    from durable_django.store import flow
     from durable_django.worker.loop import WorkerOptions
 
     sql("ANALYZE durable_run")
     bounds = WorkerOptions().claim_bounds()
-    params = {**bounds.params, "limit": 10, "start_now": 10, "lease": 30, "worker_id": "explain", "limited_queues": []}
+    params = {**bounds.params, **flow.admission_params(), "limit": 10, "start_now": 10, "lease": 30, "worker_id": "x"}
     return bounds.claim_sql, params
 
 
