@@ -168,6 +168,15 @@ class Run(DurableModel):
                 condition=Q(status=RunStatus.PENDING, held_by__isnull=True, concurrency_key__isnull=False),
                 name="durable_run_key_due",
             ),
+            # A rate key's due runs not yet held: when its window is full they are all held at once,
+            # each until the window has room for it.
+            models.Index(
+                "rate_key",
+                F("priority").desc(),
+                "created_at",
+                condition=Q(status=RunStatus.PENDING, held_by__isnull=True, rate_key__isnull=False),
+                name="durable_run_rate_due",
+            ),
             # The runs that hold a slot of a function's concurrency key: running, or (while_waiting)
             # started and not finished. Counting them is one short index scan per key.
             models.Index(

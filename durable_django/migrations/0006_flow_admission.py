@@ -1,4 +1,5 @@
-from django.db import migrations
+from django.db import migrations, models
+from django.db.models import F, Q
 
 # Admitting limited runs, in one call from the claim statement. A VOLATILE PL/pgSQL function
 # takes a fresh snapshot for each query it runs, so it can lock the limit keys and then count
@@ -37,6 +38,9 @@ DECLARE
     v_hold_reasons text[] := '{}';
     v_hold_recheck timestamptz[] := '{}';
     v_saturated text[] := '{}';
+    v_window timestamptz[];
+    v_limit int;
+    v_ahead int;
 BEGIN
     IF coalesce(cardinality(p_run_ids), 0) = 0 THEN
         RETURN;
@@ -200,6 +204,37 @@ BEGIN
     UPDATE durable_run r SET held_by = h.reason, available_at = h.recheck_at
     FROM unnest(v_hold_ids, v_hold_reasons, v_hold_recheck) AS h(rid, reason, recheck_at)
     WHERE r.run_id = h.rid AND r.status = 'pending';
+    -- A function's rate key left with no start in its window: hold every due run of it at once (up to a
+    -- batch), the j-th until the window has room for it: the (j mod limit)-th start now in the window
+    -- leaves it j div limit windows later. Held runs come back at the pace they can start.
+    FOR v_key IN
+        SELECT e.rkey FROM jsonb_each(v_rates) AS e(rkey, val)
+        WHERE (e.val ->> 'left')::int <= 0 AND e.rkey NOT LIKE 'rate:queue:%'
+    LOOP
+        v_rate := v_rates -> v_key;
+        SELECT array_agg(s.started_at ORDER BY s.started_at) INTO v_window FROM durable_rate_start s
+        WHERE s.key = v_key AND s.started_at > v_now - make_interval(secs => (v_rate ->> 'per')::float8 * p_rate_guard);
+        v_limit := (v_rate ->> 'limit')::int;
+        v_ahead := (v_rate ->> 'held')::int;  -- runs this admission held already
+        IF coalesce(cardinality(v_window), 0) < v_limit THEN
+            CONTINUE;  -- its starts expired meanwhile: the next claim admits
+        END IF;
+        UPDATE durable_run r SET held_by = v_key, available_at =
+            v_window[cardinality(v_window) - v_limit + 1 + (d.j % v_limit)::int]
+            + make_interval(secs => (v_rate ->> 'per')::float8 * p_rate_guard * (1 + d.j / v_limit))
+        FROM (
+            SELECT due.run_id, v_ahead + row_number() OVER (ORDER BY due.priority DESC, due.created_at) - 1 AS j
+            FROM (
+                SELECT h.run_id, h.priority, h.created_at FROM durable_run h
+                WHERE h.rate_key = v_key AND h.status = 'pending' AND h.held_by IS NULL
+                  AND (h.available_at IS NULL OR h.available_at <= now())
+                ORDER BY h.priority DESC, h.created_at
+                LIMIT p_hold_batch
+                FOR UPDATE SKIP LOCKED
+            ) due
+        ) d
+        WHERE r.run_id = d.run_id;
+    END LOOP;
     -- A key left with no free slot: hold every due run of it at once (up to a batch), so they leave
     -- the claim index together and runs of other keys queued behind them are not delayed.
     SELECT array_agg(DISTINCT sk) INTO v_saturated FROM unnest(v_saturated) sk WHERE (v_room ->> sk)::int <= 0;
@@ -266,6 +301,16 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.AddIndex(
+            model_name="run",
+            index=models.Index(
+                "rate_key",
+                F("priority").desc(),
+                "created_at",
+                condition=Q(status="pending", held_by__isnull=True, rate_key__isnull=False),
+                name="durable_run_rate_due",
+            ),
+        ),
         migrations.RunSQL(ADMIT, reverse_sql="DROP FUNCTION IF EXISTS durable_admit"),
         migrations.RunSQL(RELEASE_HELD, reverse_sql="DROP FUNCTION IF EXISTS durable_release_held"),
     ]

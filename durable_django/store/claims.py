@@ -24,11 +24,12 @@ from .db import RUN_COLUMN_COUNT, WAKE_CHANNEL, cursor, in_transaction, qualifie
 # Whether a limit applies to the run: its function has a concurrency or rate key, or its queue is limited.
 _LIMITED = "(concurrency_key IS NOT NULL OR rate_key IS NOT NULL OR queue = ANY(%(limited_queues)s::text[])) AS limited"
 
-# The flow-control admission of the candidates a limit applies to (migration 0006, store/flow.py):
-# it locks their limit keys, counts, claims what the limits admit (as many start at once as the free
-# slots the plain claim left) and holds back the rest.
+# The flow-control admission of the candidates a limit applies to, and of the runs a rate limit held
+# whose window has reopened (migration 0006, store/flow.py; a VOLATILE function sees the release this
+# statement made): it locks their limit keys, counts, claims what the limits admit (as many start at
+# once as the free slots the plain claim left) and holds back the rest.
 _ADMIT = """durable_admit(
-    (SELECT array_agg(run_id) FROM candidates WHERE limited),
+    ARRAY(SELECT run_id FROM candidates WHERE limited UNION SELECT run_id FROM released),
     greatest(%(start_now)s - (SELECT count(*) FROM chosen WHERE starts), 0)::int,
     %(lease)s::float8, %(worker_id)s::text,
     %(limit_queues)s::text[], %(queue_concurrency)s::int[], %(queue_rate_limit)s::int[], %(queue_rate_per)s::float8[],
@@ -43,15 +44,17 @@ _ADMIT = """durable_admit(
 # recovery only if its holder had started it. Runs a limit applies to (a function's
 # concurrency or rate key, a limited queue) are claimed or held by the admission, in
 # the same statement; runs a limit holds are not in the claim index at all, and those
-# held by a rate limit whose window has reopened are released.
+# held by a rate limit whose window has reopened are released and go to the admission.
 CLAIM_TEMPLATE = f"""
 WITH released AS (
     UPDATE durable_run SET held_by = NULL
     WHERE run_id IN (
         SELECT run_id FROM durable_run
         WHERE status = 'pending' AND available_at IS NOT NULL AND available_at <= now() AND held_by IS NOT NULL
+          {{bounds}}
         ORDER BY available_at
         LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+    RETURNING run_id
 ), due_pending AS (
     SELECT run_id, priority, created_at, false AS recovered, {_LIMITED} FROM durable_run
     WHERE status = 'pending' AND held_by IS NULL AND (available_at IS NULL OR available_at <= now()) {{bounds}}

@@ -36,6 +36,8 @@ OWN_DEFINITIONS = {
         "(held_by, priority DESC, created_at) WHERE ((held_by IS NOT NULL) AND (status = 'pending'::text))",
         "(concurrency_key, priority DESC, created_at) WHERE ((concurrency_key IS NOT NULL) AND (held_by IS NULL) "
         "AND (status = 'pending'::text))",
+        "(rate_key, priority DESC, created_at) WHERE ((held_by IS NULL) AND (rate_key IS NOT NULL) "
+        "AND (status = 'pending'::text))",
         "(concurrency_key) WHERE ((concurrency_key IS NOT NULL) AND ((status = 'running'::text) OR "
         "(concurrency_while_waiting AND (started_at IS NOT NULL) AND (status = ANY (ARRAY['pending'::text, "
         "'waiting'::text])))))",
