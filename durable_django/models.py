@@ -108,6 +108,15 @@ class Run(DurableModel):
     # Debounce: the key a burst of submits shares (tenant-scoped), and the latest start max_wait allows.
     debounce_key = models.TextField(null=True, blank=True)
     debounce_until = models.DateTimeField(null=True, blank=True)
+    # A run not finished by this instant ends failed with DeadlineExceeded; a child's is never later
+    # than its parent's. resume() clears it.
+    deadline = models.DateTimeField(null=True, blank=True)
+    # Fan-in (wait_for_all, wait_for_any): on a child, the parent's fence token when it began a wait
+    # that includes this child; a landing counts for the parent only while the token is still its own.
+    awaited_token = models.IntegerField(null=True, blank=True)
+    # Fan-in, on a parent whose waiting_for is "children:all" or "children:any": how many awaited
+    # children must still land before it wakes (meaningless otherwise).
+    awaiting_children = models.IntegerField(null=True, blank=True)
 
     class Meta:
         db_table = "durable_run"
@@ -203,6 +212,14 @@ class Run(DurableModel):
             # The reconciler walks every waiting run in id order, a bounded chunk per pass.
             models.Index(fields=["run_id"], condition=Q(status=RunStatus.WAITING), name="durable_run_waiting"),
             models.Index(fields=["leased_until"], condition=Q(status=RunStatus.RUNNING), name="durable_run_leases"),
+            # Live runs with a deadline, soonest first: every worker fails those whose deadline passed.
+            models.Index(
+                fields=["deadline"],
+                condition=Q(
+                    deadline__isnull=False, status__in=[RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING]
+                ),
+                name="durable_run_deadlines",
+            ),
             # Cascades and purge walk a run's children; the reconciler walks all children in this order.
             models.Index(
                 fields=["parent_run_id", "run_id"],

@@ -109,6 +109,8 @@ class Run:
     attempt_started_at: datetime | None = None
     # Which limit holds this due pending run back ("concurrency:crm.sync:42"), or None (see Concurrency, RateLimit).
     held_by: str | None = None
+    # A run not finished by this instant ends failed with DeadlineExceeded (see enqueue(deadline=...)).
+    deadline: datetime | None = None
 
     @property
     def is_live(self) -> bool:

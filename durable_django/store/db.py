@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import time
@@ -126,7 +127,7 @@ RUN_COLUMNS = (
     "idempotency_key, coalesce_key, parent_run_id, queue, priority, available_at, leased_until, "
     "created_at, updated_at, cancel_requested_at, cancel_refused_at, error_type, failures, recoveries, "
     "retry_policy::text, waiting_for, pivoted_at, started_at, finished_at, worker_id, attempt_started_at, "
-    "held_by"
+    "held_by, deadline"
 )
 RUN_COLUMN_COUNT = RUN_COLUMNS.count(",") + 1
 
@@ -168,6 +169,7 @@ def row_to_run(row: Row) -> Run:
         worker_id,
         attempt_started_at,
         held_by,
+        deadline,
     ) = row[:RUN_COLUMN_COUNT]
     return Run(
         run_id=run_id,
@@ -193,7 +195,7 @@ def row_to_run(row: Row) -> Run:
         error_type=error_type,
         failures=failures,
         recoveries=recoveries,
-        retry_policy=RetryPolicy.from_json(from_json(retry_policy)),
+        retry_policy=_retry_policy(retry_policy),
         waiting_for=waiting_for,
         pivoted_at=pivoted_at,
         started_at=started_at,
@@ -201,7 +203,14 @@ def row_to_run(row: Row) -> Run:
         worker_id=worker_id,
         attempt_started_at=attempt_started_at,
         held_by=held_by,
+        deadline=deadline,
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _retry_policy(stored: str | None) -> RetryPolicy:
+    """A stored retry policy as a record; runs of one function share a handful of policies, so each is parsed once."""
+    return RetryPolicy.from_json(from_json(stored))
 
 
 SCHEDULE_COLUMNS = (

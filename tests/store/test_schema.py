@@ -44,6 +44,8 @@ OWN_DEFINITIONS = {
         "UNIQUE (debounce_key) WHERE ((attempts = 0) AND (status = 'pending'::text))",
         "(available_at) WHERE (status = 'waiting'::text)",
         "(leased_until) WHERE (status = 'running'::text)",
+        "(deadline) WHERE ((deadline IS NOT NULL) AND (status = ANY (ARRAY['pending'::text, 'running'::text, "
+        "'waiting'::text])))",
         "(parent_run_id, run_id) WHERE (parent_run_id IS NOT NULL)",
         "(run_id) WHERE (status = 'waiting'::text)",
         "(available_at) WHERE ((available_at IS NOT NULL) AND (status = 'pending'::text))",
