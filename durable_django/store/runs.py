@@ -17,7 +17,7 @@ import psycopg
 from ..exceptions import InvalidInput
 from ..types import Run
 from ..values import text
-from .db import RUN_COLUMNS, WAKE_CHANNEL, cursor, in_transaction, row_to_run
+from .db import RUN_COLUMN_COUNT, RUN_COLUMNS, WAKE_CHANNEL, cursor, in_transaction, row_to_run
 from .landing import LOCK_RUN
 
 _WAKE_IF_DUE = f"""
@@ -30,21 +30,58 @@ _WAKE_IF_DUE = f"""
 _INSERTED_COLUMNS = """
     run_id, name, version, status, idempotency_key, coalesce_key, input, tenant_id, retry_policy,
     queue, priority, parent_run_id, available_at, created_at, updated_at, concurrency_key, concurrency_limit,
-    concurrency_while_waiting, rate_key, rate_limit, rate_per, debounce_key, debounce_until"""
-_INSERTED_VALUES = """
+    concurrency_while_waiting, rate_key, rate_limit, rate_per, debounce_key, debounce_until, deadline"""
+
+# A run's deadline: the one given (an instant, or seconds from now), and never later than its parent's.
+_DEADLINE = """least(
+    CASE WHEN %(deadline_seconds)s::float8 IS NOT NULL THEN now() + make_interval(secs => %(deadline_seconds)s::float8)
+         ELSE %(deadline)s::timestamptz END,
+    (SELECT parent.deadline FROM durable_run parent WHERE parent.run_id = %(parent_run_id)s::text))"""
+_INSERTED_VALUES = f"""
     %(run_id)s, %(name)s, %(version)s, 'pending', %(idempotency_key)s, %(coalesce_key)s,
     %(input)s::jsonb, %(tenant_id)s, %(retry_policy)s::jsonb, %(queue)s, %(priority)s, %(parent_run_id)s,
     CASE WHEN %(delay)s::float8 IS NULL THEN %(available_at)s::timestamptz
          ELSE now() + make_interval(secs => %(delay)s::float8) END,
     clock_timestamp(), clock_timestamp(), %(concurrency_key)s, %(concurrency_limit)s,
     %(concurrency_while_waiting)s, %(rate_key)s, %(rate_limit)s, %(rate_per)s, %(debounce_key)s,
-    now() + make_interval(secs => %(debounce_max_wait)s::float8)"""
+    now() + make_interval(secs => %(debounce_max_wait)s::float8), {_DEADLINE}"""
 
 # Insert a run unless its idempotency key or coalesce key already names one; wake workers.
 INSERT_RUN = f"""
 WITH inserted AS (
     INSERT INTO durable_run ({_INSERTED_COLUMNS})
     VALUES ({_INSERTED_VALUES})
+    ON CONFLICT DO NOTHING
+    RETURNING *
+),
+{_WAKE_IF_DUE}
+SELECT {RUN_COLUMNS}, (SELECT count(*) FROM wake) FROM inserted
+"""
+
+# Insert a batch of runs of one function in one statement: the columns that vary come as arrays (one
+# entry per run), the rest once. A key that already names a run skips that row. Workers are woken once
+# per queue, at commit.
+INSERT_MANY = f"""
+WITH batch AS (
+    SELECT * FROM unnest(%(run_ids)s::text[], %(inputs)s::text[], %(idempotency_keys)s::text[],
+                         %(concurrency_keys)s::text[], %(concurrency_limits)s::int[],
+                         %(concurrency_while_waitings)s::boolean[], %(rate_keys)s::text[], %(rate_limits)s::int[],
+                         %(rate_pers)s::float8[]) WITH ORDINALITY
+        AS b(run_id, input, idempotency_key, concurrency_key, concurrency_limit, concurrency_while_waiting,
+             rate_key, rate_limit, rate_per, position)
+), shared AS (
+    SELECT CASE WHEN %(delay)s::float8 IS NULL THEN %(available_at)s::timestamptz
+                ELSE now() + make_interval(secs => %(delay)s::float8) END AS available_at,
+           {_DEADLINE} AS deadline
+), inserted AS (
+    INSERT INTO durable_run ({_INSERTED_COLUMNS})
+    SELECT b.run_id, %(name)s, %(version)s, 'pending', b.idempotency_key, NULL, b.input::jsonb, %(tenant_id)s,
+           %(retry_policy)s::jsonb, %(queue)s, %(priority)s, %(parent_run_id)s, shared.available_at,
+           clock_timestamp(), clock_timestamp(), b.concurrency_key, b.concurrency_limit,
+           coalesce(b.concurrency_while_waiting, false), b.rate_key, b.rate_limit, b.rate_per, NULL, NULL,
+           shared.deadline
+    FROM batch b CROSS JOIN shared
+    ORDER BY b.position
     ON CONFLICT DO NOTHING
     RETURNING *
 ),
@@ -70,6 +107,9 @@ SELECT {RUN_COLUMNS}, (SELECT count(*) FROM wake) FROM inserted
 
 # The run an idempotency key already names.
 SELECT_BY_IDEMPOTENCY_KEY = f"SELECT {RUN_COLUMNS} FROM durable_run WHERE idempotency_key = %s"
+
+# The runs some idempotency keys already name, with each one's stored key.
+SELECT_BY_IDEMPOTENCY_KEYS = f"SELECT {RUN_COLUMNS}, idempotency_key FROM durable_run WHERE idempotency_key = ANY(%s)"
 
 # The unclaimed pending run a coalesce key joins.
 SELECT_BY_COALESCE_KEY = f"""
@@ -112,7 +152,7 @@ SELECT_STATUS = "SELECT status FROM durable_run WHERE run_id = %s"
 RESUME = f"""
 WITH resumed AS (
     UPDATE durable_run SET status = 'pending', failures = 0, recoveries = 0, available_at = NULL,
-        leased_until = NULL, finished_at = NULL, waiting_for = NULL, error = NULL, error_type = NULL,
+        leased_until = NULL, finished_at = NULL, waiting_for = NULL, error = NULL, error_type = NULL, deadline = NULL,
         -- A run whose concurrency counts while it waits holds its slot once started: resumed, it is
         -- admitted again first.
         started_at = CASE WHEN concurrency_while_waiting THEN NULL ELSE started_at END,
@@ -135,6 +175,20 @@ def insert_run(params: dict[str, Any]) -> Run | None:
         cur.execute(INSERT_RUN, params)
         row = cur.fetchone()
     return row_to_run(row) if row else None
+
+
+def insert_many(params: dict[str, Any]) -> list[Run]:
+    """Insert a batch of runs (see INSERT_MANY); returns those inserted, in no particular order."""
+    with cursor() as cur:
+        cur.execute(INSERT_MANY, params)
+        return [row_to_run(row) for row in cur.fetchall()]
+
+
+def find_by_idempotency_keys(stored_keys: list[str]) -> dict[str, Run]:
+    """The runs the stored keys name: stored key -> Run."""
+    with cursor() as cur:
+        cur.execute(SELECT_BY_IDEMPOTENCY_KEYS, [stored_keys])
+        return {row[RUN_COLUMN_COUNT]: row_to_run(row) for row in cur.fetchall()}
 
 
 def debounce(params: dict[str, Any]) -> Run:
