@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, ParamSpec, TypedDict, TypeVar, Unpack
@@ -25,7 +25,7 @@ from ..values import aware, integer, json_text, seconds, text
 from . import submit
 from .attempt import Attempt
 
-_SPAWN_FORBIDDEN = ("idempotency_key", "coalesce_key", "tenant_id", "parent_run_id")
+_SPAWN_FORBIDDEN = ("idempotency_key", "idempotency_keys", "coalesce_key", "debounce", "tenant_id", "parent_run_id")
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -40,6 +40,7 @@ class SpawnOptions(TypedDict, total=False):
     queue: str
     priority: int
     retry: RetryPolicy | None
+    deadline: datetime | timedelta | float | None
 
 
 class _AsyncSpawnOptions(SpawnOptions, total=False):
@@ -56,6 +57,19 @@ class _SignalWaitOptions(TypedDict, total=False):
 class _ResultWaitOptions(TypedDict, total=False):
     occurrence: int
     timeout: timedelta | float | None
+
+
+def _child_ids(child_run_ids: object) -> list[str]:
+    """The run ids a children wait is given, validated (a list of them, not one id)."""
+    if isinstance(child_run_ids, (str, bytes)) or not isinstance(child_run_ids, Iterable):
+        raise InvalidInput(f"child_run_ids must be a list of run ids, got {child_run_ids!r}")
+    return [text(str(child_id), what="a child run id") for child_id in child_run_ids]
+
+
+def _refuse_spawn_keys(options: Mapping[str, object], call: str) -> None:
+    forbidden = sorted(set(options) & set(_SPAWN_FORBIDDEN))
+    if forbidden:
+        raise InvalidInput(f"{call}() sets {', '.join(forbidden)} itself: the step identity keys the children")
 
 
 class RunFacts:
@@ -273,9 +287,7 @@ class Context(RunFacts):
             if sid in self._attempt.journal:
                 journalled_id: str = self._attempt.journal[sid]
                 return journalled_id
-            forbidden = sorted(set(enqueue_options) & set(_SPAWN_FORBIDDEN))
-            if forbidden:
-                raise InvalidInput(f"spawn() sets {', '.join(forbidden)} itself: the step identity keys the child")
+            _refuse_spawn_keys(enqueue_options, "spawn")
             params = submit.with_engine_key(
                 submit.build(
                     function, input, tenant_id=self._run.tenant_id, parent_run_id=self._run.run_id, **enqueue_options
@@ -285,6 +297,106 @@ class Context(RunFacts):
             child_id = self._attempt.persist(journal_store.spawn, self._run.run_id, self._attempt.token, sid, params)
             self._attempt.journal[sid] = child_id
             return child_id
+
+    def spawn_many(
+        self,
+        name: str,
+        function: str,
+        inputs: Iterable[object],
+        *,
+        occurrence: int = 0,
+        **enqueue_options: Unpack[SpawnOptions],
+    ) -> list[str]:
+        """Enqueue one child run per input as one step (once, whatever the replays); their run ids, in input order.
+
+        Every child is inserted by one statement, with one NOTIFY, in the
+        transaction that journals their ids: a crash before that commit leaves
+        no child, and a replay returns the same children.
+        """
+        with self._attempt.engine_code():
+            sid = self._enter(name, occurrence)
+            if sid in self._attempt.journal:
+                journalled: list[str] = self._attempt.journal[sid]
+                return list(journalled)
+            _refuse_spawn_keys(enqueue_options, "spawn_many")
+            batch = submit.build_many(
+                function,
+                inputs,
+                key_prefix=f"spawn:{self._run.run_id}:{sid}",
+                tenant_id=self._run.tenant_id,
+                parent_run_id=self._run.run_id,
+                **enqueue_options,
+            )
+            if not batch.positions:
+                return []
+            child_ids = self._attempt.persist(
+                journal_store.spawn_many, self._run.run_id, self._attempt.token, sid, batch.params, batch.positions
+            )
+            self._attempt.journal[sid] = child_ids
+            return list(child_ids)
+
+    def wait_for_all(
+        self,
+        name: str,
+        child_run_ids: Iterable[str],
+        *,
+        occurrence: int = 0,
+        timeout: timedelta | float | None = None,
+    ) -> list[ChildResult]:
+        """Wait, holding no worker, until every one of these direct children has landed; their results in order.
+
+        The run is woken once, by the landing of the last of them. At the
+        timeout the unfinished ones are cancelled (with their descendants) and
+        reported as ``{"state": "timeout", "result": None, "error": None}``.
+        """
+        with self._attempt.engine_code():
+            sid = self._enter(name, occurrence)
+            if sid in self._attempt.journal:
+                journalled: list[ChildResult] = self._attempt.journal[sid]
+                return journalled
+            ids = _child_ids(child_run_ids)
+            if not ids:
+                return []
+            results: list[ChildResult] = self._wait_for_children(sid, ids, wait_all=True, timeout=timeout)
+            return results
+
+    def wait_for_any(
+        self,
+        name: str,
+        child_run_ids: Iterable[str],
+        *,
+        occurrence: int = 0,
+        timeout: timedelta | float | None = None,
+    ) -> tuple[int, ChildResult] | None:
+        """Wait, holding no worker, for the first of these direct children to land: ``(index, result)``.
+
+        The others keep running. At the timeout it returns None (and cancels nothing).
+        """
+        with self._attempt.engine_code():
+            sid = self._enter(name, occurrence)
+            if sid in self._attempt.journal:
+                value = self._attempt.journal[sid]
+            else:
+                ids = _child_ids(child_run_ids)
+                if not ids:
+                    raise InvalidInput("wait_for_any() needs at least one child run id")
+                value = self._wait_for_children(sid, ids, wait_all=False, timeout=timeout)
+            return None if value is None else (value[0], value[1])
+
+    def _wait_for_children(
+        self, sid: str, child_run_ids: list[str], *, wait_all: bool, timeout: timedelta | float | None
+    ) -> Any:
+        outcome = self._attempt.persist(
+            journal_store.wait_for_children,
+            self._run.run_id,
+            self._attempt.token,
+            sid,
+            str(StepId.parse(sid).deadline_id()),
+            child_run_ids=child_run_ids,
+            wait_all=wait_all,
+            timeout_seconds=seconds(timeout, what="timeout"),
+        )
+        return self._resolve(sid, outcome)
 
     def wait_for_result(
         self, name: str, child_run_id: str, *, occurrence: int = 0, timeout: timedelta | float | None = None
@@ -358,3 +470,18 @@ class AsyncContext(RunFacts):
 
     async def wait_for_result(self, name: str, child_run_id: str, **options: Unpack[_ResultWaitOptions]) -> ChildResult:
         return await self._off_loop(self._sync.wait_for_result, name, child_run_id, **options)
+
+    async def spawn_many(
+        self, name: str, function: str, inputs: Iterable[object], **options: Unpack[_AsyncSpawnOptions]
+    ) -> list[str]:
+        return await self._off_loop(self._sync.spawn_many, name, function, inputs, **options)
+
+    async def wait_for_all(
+        self, name: str, child_run_ids: Iterable[str], **options: Unpack[_ResultWaitOptions]
+    ) -> list[ChildResult]:
+        return await self._off_loop(self._sync.wait_for_all, name, child_run_ids, **options)
+
+    async def wait_for_any(
+        self, name: str, child_run_ids: Iterable[str], **options: Unpack[_ResultWaitOptions]
+    ) -> tuple[int, ChildResult] | None:
+        return await self._off_loop(self._sync.wait_for_any, name, child_run_ids, **options)

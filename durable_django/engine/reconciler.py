@@ -5,9 +5,10 @@ reconciler is the net under them, and every repair it makes is logged at
 WARNING with the run id and counted, because each one points at a bug. It
 looks for:
 
-- a run waiting for a child that has finished, or for a signal that is stored,
-  or for nothing that can wake it (no deadline, nothing it recognises):
-  it is woken, and its replay settles the wait;
+- a run waiting for a child that has finished, for children whose wait is over
+  (the last it awaits has landed, or for wait_for_any the first), or for a
+  signal that is stored, or for nothing that can wake it (no deadline, nothing
+  it recognises): it is woken, and its replay settles the wait;
 - a live child (not past a pivot) of a parent that has finished: it is
   cancelled by the rule of ``cancel()``;
 - a run left running long after its lease expired that no reclaim may run
@@ -64,6 +65,11 @@ def stranded_wait(run: reconcile.WaitingRun) -> str | None:
             return f"waits for child {waiting_for.target}, which has finished"
         if run.child_finished is None and not run.has_deadline:
             return f"waits for run {waiting_for.target}, which is not its child, with no deadline"
+    if waiting_for.kind == WaitingFor.CHILDREN:
+        if run.children_over:
+            return f"waits for {waiting_for.target} of the children it awaits, and that wait is over"
+        if not run.children_live and not run.has_deadline:
+            return "waits for children none of which is live, with no deadline"
     if waiting_for.kind == WaitingFor.SIGNAL and run.signal_stored:
         return f"waits for signal {waiting_for.target!r} #{waiting_for.occurrence}, which is stored"
     return None

@@ -14,22 +14,28 @@ from dataclasses import dataclass
 from ..journal_ids import WaitingFor
 from . import flow
 from .db import WAKE_CHANNEL, cursor
-from .landing import LOCK_RUN
+from .landing import CHILDREN_WAIT_OVER, LOCK_RUN
 
 _TERMINAL = "('succeeded', 'failed', 'cancelled')"
 _LIVE = "('pending', 'running', 'waiting')"
 _CHILD_ID = f"substr(w.waiting_for, {len(WaitingFor.CHILD_PREFIX) + 1})"
+_CHILDREN_WAIT = "w.waiting_for IN (" + ", ".join(f"'{wait}'" for wait in WaitingFor.children_waits()) + ")"
 
 # One worker reconciles at a time; a transaction-level lock, so it also holds behind a transaction pooler.
 TRY_LOCK = "SELECT pg_try_advisory_xact_lock(hashtext('durable_django.reconcile'))"
 
-# A waiting run with what could wake it: a deadline, its awaited child's end, a stored signal.
+# A waiting run with what could wake it: a deadline, its awaited child's end, a stored signal, the end of
+# its children wait (the last awaited child landed, or the first) and whether an awaited child still lives.
 _WAITING_FACTS = f"""
 SELECT w.run_id, w.waiting_for, w.available_at IS NOT NULL,
        (SELECT c.status IN {_TERMINAL} FROM durable_run c
         WHERE c.run_id = {_CHILD_ID} AND c.parent_run_id = w.run_id),
        EXISTS (SELECT 1 FROM durable_signal s
-               WHERE s.run_id = w.run_id AND w.waiting_for = 'signal:' || s.signal || ':' || s.occurrence)
+               WHERE s.run_id = w.run_id AND w.waiting_for = 'signal:' || s.signal || ':' || s.occurrence),
+       CASE WHEN {_CHILDREN_WAIT} THEN {CHILDREN_WAIT_OVER} END,
+       CASE WHEN {_CHILDREN_WAIT} THEN EXISTS (
+           SELECT 1 FROM durable_run c
+           WHERE c.parent_run_id = w.run_id AND c.awaited_token = w.attempts AND c.status IN {_LIVE}) END
 FROM durable_run w
 """
 
@@ -75,7 +81,8 @@ LIMIT %(limit)s
 # Wake a waiting run (locked by this transaction) that nothing else can wake.
 WAKE = f"""
 WITH woken AS (
-    UPDATE durable_run SET status = 'pending', waiting_for = NULL, available_at = NULL, updated_at = now()
+    UPDATE durable_run SET status = 'pending', waiting_for = NULL, available_at = NULL, awaiting_children = NULL,
+        updated_at = now()
     WHERE run_id = %(run_id)s AND status = 'waiting' AND waiting_for IS NOT DISTINCT FROM %(waiting_for)s
     RETURNING queue
 )
@@ -125,6 +132,10 @@ class WaitingRun:
     child_finished: bool | None
     # The signal it waits for is stored.
     signal_stored: bool
+    # Its children wait is over (None: it waits for no children).
+    children_over: bool | None = None
+    # A child it awaits is still live (None: it waits for no children).
+    children_live: bool | None = None
 
 
 def try_lock() -> bool:

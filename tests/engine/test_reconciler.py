@@ -146,3 +146,51 @@ def test_a_worker_counts_its_repairs_in_its_summary(workers):
     worker.send_signal(15)
     assert worker.wait(timeout=30) == 0
     assert "repaired 1" in workers.output(worker)
+
+
+def gathering_parent(*, wait_any=False, children=3):
+    """A parent waiting for all (or any) of its children, each of which waits for a signal: (parent, child ids)."""
+    specs = [{"value": n, "wait_signal": True} for n in range(children)]
+    if wait_any:
+        parent = api.enqueue("tests.race_children", {"children": specs})
+    else:
+        parent = api.enqueue("tests.fan_out", {"children": specs})
+    run_until_idle()
+    return parent.run_id, [
+        row[0] for row in sql("SELECT run_id FROM durable_run WHERE parent_run_id = %s", [parent.run_id])
+    ]
+
+
+@pytest.mark.parametrize("wait_any", [False, True], ids=["all", "any"])
+def test_a_parent_left_waiting_for_children_whose_wait_is_over_is_woken_and_finishes(wait_any):
+    parent, children = gathering_parent(wait_any=wait_any)
+    assert Reconciler().stranded() == []
+    # What a lost count would leave: the children landed, the parent still waits.
+    ended = children if not wait_any else children[:1]
+    sql(
+        "UPDATE durable_run SET status = 'succeeded', output = '{\"value\": 7}', finished_at = now() "
+        "WHERE run_id = ANY(%s)",
+        [ended],
+    )
+    [found] = Reconciler().stranded()
+    assert found.run_id == parent and "that wait is over" in found.problem
+    [repair] = Reconciler().run_pass()
+    assert repair.run_id == parent and api.get_run(parent).status == "pending"
+    run_until_idle(functions=["tests.fan_out", "tests.race_children"])
+    done = api.get_run(parent)
+    assert done.status == "succeeded", done.error
+    assert Reconciler().stranded() == []
+
+
+def test_a_parent_waiting_for_children_it_no_longer_awaits_is_woken():
+    parent, children = gathering_parent(wait_any=True)
+    # A wait whose marks were lost: no awaited child, live or finished, and no deadline.
+    sql("UPDATE durable_run SET awaited_token = NULL WHERE run_id = ANY(%s)", [children])
+    [repair] = Reconciler().run_pass()
+    assert repair.run_id == parent and "none of which is live" in repair.problem
+
+
+def test_a_parent_whose_children_still_run_is_left_alone():
+    gathering_parent()
+    gathering_parent(wait_any=True)
+    assert Reconciler().run_pass() == [] and Reconciler().stranded() == []

@@ -263,6 +263,59 @@ def number_key(ctx, input):
     return input
 
 
+@durable_function("tests.fan_out")
+def fan_out(ctx, input):
+    """Spawn one tests.child per value of input["children"] (or n of them), then gather them all."""
+    children = input.get("children") or [{"value": n} for n in range(input.get("n", 0))]
+    ids = ctx.spawn_many("spawn", "tests.child", children, **input.get("options", {}))
+    effects.record("fanned-out", ctx.run_id)
+    if input.get("fail_once") and ctx.attempt == 1:
+        raise RuntimeError("fail after the spawn, so the retry replays it")
+    results = ctx.wait_for_all("gather", ids, timeout=input.get("timeout"))
+    return {"ids": ids, "results": results}
+
+
+@durable_function("tests.race_children")
+def race_children(ctx, input):
+    """Spawn input["children"], return the first of them to finish (then wait for "done" if input["hold"])."""
+    ids = ctx.spawn_many("spawn", "tests.child", input["children"])
+    first = ctx.wait_for_any("race", ids, timeout=input.get("timeout"))
+    effects.record("raced", ctx.run_id)
+    if input.get("hold"):
+        ctx.wait_for_signal("hold", "done")
+    return {"ids": ids, "first": first}
+
+
+@durable_function("tests.gather_given")
+def gather_given(ctx, input):
+    """Wait for all (or any) of the run ids in input["ids"] (they need not be this run's children)."""
+    if input.get("any"):
+        return ctx.wait_for_any("wait", input["ids"])
+    return ctx.wait_for_all("wait", input["ids"])
+
+
+@durable_function("tests.pivot_gatherer")
+def pivot_gatherer(ctx, input):
+    """Past a pivot, spawn children that wait for a signal and gather them all."""
+    ctx.step("commit", lambda: "committed", pivot=True)
+    ids = ctx.spawn_many("spawn", "tests.child", [{"value": n, "wait_signal": True} for n in range(input["n"])])
+    return ctx.wait_for_all("gather", ids)
+
+
+@durable_function("tests.spawn_one")
+def spawn_one(ctx, input):
+    """Spawn one run of input["function"] and wait for it."""
+    return ctx.wait_for_result("wait", ctx.spawn("spawn", input["function"], input.get("input", {})))
+
+
+@durable_function("tests.async_fan_out")
+async def async_fan_out(ctx, input):
+    ids = await ctx.spawn_many("spawn", "tests.child", [{"value": n} for n in range(input["n"])])
+    first = await ctx.wait_for_any("first", ids)
+    results = await ctx.wait_for_all("all", ids)
+    return {"ids": ids, "first": list(first), "values": [result["result"]["value"] for result in results]}
+
+
 # -- The chaos soak (tests/chaos/test_soak.py) ---------------------------------------------------------
 # One interpreter of plans that the soak draws from its seed. Each op of input["ops"] is one durable call
 # under the op's own name; the output is what those calls returned, so it must equal the journal. Every
