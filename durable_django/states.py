@@ -12,7 +12,7 @@ class RunStatus(models.TextChoices):
     WAITING = "waiting", "Waiting"
     # Finished: the handler returned; output holds its value.
     SUCCEEDED = "succeeded", "Succeeded"
-    # Finished: the retry budget or MAX_RECOVERIES ran out; error holds why.
+    # Finished: the retry budget or MAX_RECOVERIES ran out, or its deadline passed; error holds why.
     FAILED = "failed", "Failed"
     # Finished: cancelled before it could finish.
     CANCELLED = "cancelled", "Cancelled"
@@ -26,7 +26,7 @@ TERMINAL_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.
 
 # Which status may follow which; the store's statements implement exactly these.
 ALLOWED_TRANSITIONS = {
-    RunStatus.PENDING: {RunStatus.RUNNING, RunStatus.CANCELLED},
+    RunStatus.PENDING: {RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.FAILED},  # failed: its deadline passed
     RunStatus.RUNNING: {
         RunStatus.PENDING,  # retry after a failure, or released at shutdown
         RunStatus.RUNNING,  # reclaimed after its lease expired
@@ -35,7 +35,7 @@ ALLOWED_TRANSITIONS = {
         RunStatus.FAILED,
         RunStatus.CANCELLED,
     },
-    RunStatus.WAITING: {RunStatus.PENDING, RunStatus.RUNNING, RunStatus.CANCELLED},
+    RunStatus.WAITING: {RunStatus.PENDING, RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.FAILED},
     RunStatus.SUCCEEDED: set(),
     RunStatus.FAILED: {RunStatus.PENDING},  # resume()
     RunStatus.CANCELLED: {RunStatus.PENDING},  # resume()

@@ -4,7 +4,8 @@
 pytest-django test can enqueue a run and assert on its outcome without a
 worker process. Tests never need to sleep: ``make_due()`` lets a run's
 delay, retry backoff, sleep, wait timeout or lease run out now,
-``advance_schedule()`` lets time pass for a cron schedule, and ``claim()``
+``pass_deadline()`` lets a run's deadline pass, ``advance_schedule()`` lets
+time pass for a cron schedule, and ``claim()``
 takes runs as a worker with given bounds would, to hold them in a test.
 ``ensure_database_url()`` starts an embedded PostgreSQL (the ``pgserver``
 package) when ``DATABASE_URL`` is unset.
@@ -61,7 +62,10 @@ def run_until_idle(
     """Execute every run that is claimable now, in this thread, until none is left.
 
     Runs that sleep or wait into the future are left waiting; call again after
-    their deadline (or after emitting their signal) to continue them.
+    their deadline (or after emitting their signal) to continue them. Like a
+    worker, it first fails the live runs whose deadline has passed (any run,
+    whatever the filters). Attempt timeouts are not enforced here: the handler
+    runs in the caller's thread, which nothing may abandon.
 
     Args:
         functions: only these function names (default: every registered one).
@@ -94,6 +98,29 @@ def make_due(run_id: str | UUID) -> Run:
     run = clock.make_due(run_id_of(run_id))
     if run is None:
         raise RunNotFound(f"no run {run_id}", run_id=str(run_id))
+    return run
+
+
+def pass_deadline(run_id: str | UUID) -> Run:
+    """Let a run's deadline pass now (only its own: its children keep theirs).
+
+    The next worker pass (or ``run_until_idle()``) fails it with DeadlineExceeded.
+
+    Raises:
+        RunNotFound: there is no such run.
+        InvalidInput: the run has no deadline.
+    """
+    from .api.runs import run_id_of
+    from .exceptions import InvalidInput, RunNotFound
+    from .store import clock
+
+    run = clock.pass_deadline(run_id_of(run_id))
+    if run is None:
+        from .store import runs
+
+        if runs.get_run(run_id_of(run_id)) is None:
+            raise RunNotFound(f"no run {run_id}", run_id=str(run_id))
+        raise InvalidInput(f"run {run_id} has no deadline", run_id=str(run_id))
     return run
 
 

@@ -14,7 +14,16 @@ from typing import Any
 from django.db import connections
 
 from ..conf import durable_settings
-from ..exceptions import Cancelled, InvalidInput, LeaseLost, RecoveriesExhausted, Suspended, UnknownFunction
+from ..exceptions import (
+    Cancelled,
+    DeadlineExceeded,
+    DeadlineReached,
+    InvalidInput,
+    LeaseLost,
+    RecoveriesExhausted,
+    Suspended,
+    UnknownFunction,
+)
 from ..registry import Handler, registry
 from ..store import landing
 from ..store.db import connection
@@ -35,6 +44,8 @@ class Outcome(enum.StrEnum):
     SUSPENDED = "suspended"
     # Another worker took the run over; this attempt wrote nothing more.
     LOST = "lost"
+    # The attempt ran past its function's timeout; it was failed (and is retried per the policy).
+    TIMED_OUT = "timed_out"
     # Handed to the worker, which lands successes in batches.
     LANDING = "landing"
     # The worker could not land what the attempt did; its lease expires and it is recovered.
@@ -87,6 +98,8 @@ def execute(attempt: Attempt, *, land_success: Callable[[Attempt, str], Outcome]
     if attempt.cancel_requested:
         # Cancel requested while nobody held it (its worker died): land it without calling the body.
         return _cancel(attempt)
+    if attempt.past_deadline():
+        return fail_deadline(attempt)
     if attempt.recovered and run.recoveries > durable_settings.MAX_RECOVERIES:
         return fail_attempt(
             attempt,
@@ -120,6 +133,8 @@ def execute(attempt: Attempt, *, land_success: Callable[[Attempt, str], Outcome]
         return Outcome.LOST
     except Cancelled:
         return _cancel(attempt)
+    except DeadlineReached:
+        return Outcome.LOST if attempt.lost else fail_deadline(attempt)
     except BaseException as exc:  # noqa: BLE001 - every failure of user code is data
         if isinstance(exc, asyncio.CancelledError) and (attempt.lost or attempt.cancel_requested):
             return Outcome.LOST if attempt.lost else _cancel(attempt)
@@ -162,6 +177,29 @@ def _cancel(attempt: Attempt) -> Outcome:
         return Outcome.LOST
     logger.info("run %s (%s v%s) cancelled", run.run_id, run.name, run.version)
     return Outcome.CANCELLED
+
+
+def deadline_error(run_id: str, deadline: object) -> DeadlineExceeded:
+    return DeadlineExceeded(f"run {run_id} had not finished by its deadline, {deadline}", run_id=run_id)
+
+
+def fail_deadline(attempt: Attempt) -> Outcome:
+    """End a held run whose deadline has passed: failed with DeadlineExceeded (no retry), descendants cancelled.
+
+    Its ancestors' deadlines may have passed as well (a child's is never later
+    than its parent's): the runs past their deadline end first, the topmost of
+    each tree first, so a run whose parent's end cancels it ends cancelled, as
+    every worker's sweep would have it. Then this attempt lands, fenced:
+    cancelled if that cascade asked it to stop, else failed.
+    """
+    from .time_limits import expire_past_deadlines  # time_limits builds on this module
+
+    expire_past_deadlines()
+    run = attempt.run
+    if attempt.persist(landing.cancel_held, run.run_id, attempt.token, run.parent_run_id, requested_only=True):
+        logger.info("run %s (%s v%s) cancelled: its parent ended at its deadline", run.run_id, run.name, run.version)
+        return Outcome.CANCELLED
+    return fail_attempt(attempt, deadline_error(run.run_id, run.deadline), final=True, counts=False)
 
 
 def fail_attempt(attempt: Attempt, exc: BaseException, *, final: bool = False, counts: bool = True) -> Outcome:

@@ -51,8 +51,9 @@ def claim(
     claimed = claims.claim(limit=limit, start_now=start_now, lease_seconds=lease, worker_id=worker_id, bounds=bounds)
     # A first attempt has an empty journal: skip the read.
     journals = journal.load_journal([item.run.run_id for item in claimed if item.run.attempts > 1])
-    return [
-        Attempt(
+    attempts = []
+    for item in claimed:
+        attempt = Attempt(
             ClaimedRun(
                 run=item.run,
                 token=item.run.attempts,
@@ -62,8 +63,9 @@ def claim(
             item.database_now,
             started=item.started,
         )
-        for item in claimed
-    ]
+        attempt.timeout = registry.timeout_of(item.run.name, item.run.version)
+        attempts.append(attempt)
+    return attempts
 
 
 def seconds_until_next_due(bounds: ClaimBounds) -> float | None:
@@ -81,8 +83,12 @@ def start(attempt: Attempt) -> bool:
 
 
 def renew(attempts: list[Attempt]) -> dict[tuple[str, int], Renewal]:
-    """Extend the leases of held attempts; one Renewal per (run id, token)."""
-    return claims.heartbeat([attempt.held for attempt in attempts], durable_settings.LEASE_SECONDS)
+    """Extend the leases of held attempts, never past an attempt's timeout; one Renewal per (run id, token)."""
+    return claims.heartbeat(
+        [attempt.held for attempt in attempts],
+        durable_settings.LEASE_SECONDS,
+        timeouts=[attempt.timeout for attempt in attempts],
+    )
 
 
 @dataclass

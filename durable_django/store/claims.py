@@ -109,18 +109,22 @@ SELECT least(
 ) - now()
 """
 
-# Renew the leases of held runs, carrying each one's cancel flag back. A run locked by
-# another transaction right now is reported busy (renewed next time), one that is no
-# longer this holder's as lost.
+# Renew the leases of held runs, carrying each one's cancel flag back; a lease never runs past its
+# attempt's timeout (counted from the attempt's start), so a run whose holder can no longer end it is
+# taken over soon after. A run locked by another transaction right now is reported busy (renewed next
+# time), one that is no longer this holder's as lost.
 HEARTBEAT = """
-WITH held AS (SELECT * FROM unnest(%(run_ids)s::text[], %(tokens)s::int[]) AS h(run_id, token)),
+WITH held AS (
+    SELECT * FROM unnest(%(run_ids)s::text[], %(tokens)s::int[], %(timeouts)s::float8[]) AS h(run_id, token, timeout)
+),
 mine AS (
-    SELECT r.run_id FROM durable_run r JOIN held ON r.run_id = held.run_id AND r.attempts = held.token
+    SELECT r.run_id, held.timeout FROM durable_run r JOIN held ON r.run_id = held.run_id AND r.attempts = held.token
     WHERE r.status = 'running'
     FOR NO KEY UPDATE OF r SKIP LOCKED
 ),
 renewed AS (
-    UPDATE durable_run r SET leased_until = now() + make_interval(secs => %(lease)s::float8)
+    UPDATE durable_run r SET leased_until = least(now() + make_interval(secs => %(lease)s::float8),
+                                                  r.attempt_started_at + make_interval(secs => mine.timeout))
     FROM mine WHERE r.run_id = mine.run_id
     RETURNING r.run_id, r.attempts AS token, r.cancel_requested_at IS NOT NULL AND r.pivoted_at IS NULL AS cancel
 )
@@ -270,12 +274,15 @@ def _pairs(held: list[tuple[str, int]]) -> dict[str, Any]:
     return {"run_ids": [run_id for run_id, _ in held], "tokens": [token for _, token in held]}
 
 
-def heartbeat(held: list[tuple[str, int]], lease_seconds: float) -> dict[tuple[str, int], Renewal]:
-    """Extend the leases of (run_id, token) pairs; one Renewal per pair."""
+def heartbeat(
+    held: list[tuple[str, int]], lease_seconds: float, *, timeouts: list[float | None] | None = None
+) -> dict[tuple[str, int], Renewal]:
+    """Extend the leases of (run_id, token) pairs, each never past its attempt's timeout (seconds from
+    the attempt's start; None: no limit); one Renewal per pair."""
     if not held:
         return {}
     with cursor() as cur:
-        cur.execute(HEARTBEAT, {"lease": lease_seconds, **_pairs(held)})
+        cur.execute(HEARTBEAT, {"lease": lease_seconds, "timeouts": timeouts or [None] * len(held), **_pairs(held)})
         return {
             (run_id, token): Renewal(renewed, cancel, still_held)
             for run_id, token, renewed, cancel, still_held in cur.fetchall()

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from durable_django.exceptions import DuplicateRegistration, InvalidInput
-from durable_django.management.arguments import duration, name_list, positive_int, tenant
+from durable_django.management.arguments import duration, name_list, non_negative_int, positive_int, tenant
 from durable_django.registry import Registry
 from durable_django.tenancy import normalize_tenant, scope, unscope
 from durable_django.types import RetryPolicy
@@ -78,10 +78,27 @@ def test_command_argument_types():
     assert duration("30d") == timedelta(days=30) and duration("90m") == timedelta(minutes=90)
     assert duration("45") == timedelta(seconds=45)
     assert name_list("a, b,") == ["a", "b"] and positive_int("3") == 3
+    assert non_negative_int("0") == 0 and non_negative_int("4") == 4
     assert tenant(str(uuid.UUID(int=1))) == str(uuid.UUID(int=1))
-    for parse, text in ((duration, "soon"), (positive_int, "0"), (tenant, "acme"), (name_list, ",")):
+    for parse, text in (
+        (duration, "soon"),
+        (positive_int, "0"),
+        (non_negative_int, "-1"),
+        (non_negative_int, "x"),
+        (tenant, "acme"),
+        (name_list, ","),
+    ):
         with pytest.raises(argparse.ArgumentTypeError):
             parse(text)
+
+
+def test_a_timeout_must_be_a_positive_duration():
+    registry = Registry()
+    assert registry.register("t.ok", 1, lambda ctx, input: None, None, timeout=timedelta(seconds=2)).timeout == 2.0
+    assert registry.timeout_of("t.ok", 1) == 2.0 and registry.timeout_of("t.ok", 2) is None
+    for bad in (0, -1, "soon", float("inf")):
+        with pytest.raises(InvalidInput):
+            registry.register("t.bad", 1, lambda ctx, input: None, None, timeout=bad)
 
 
 def test_system_checks_report_invalid_declared_schedules_and_purge_after(settings):

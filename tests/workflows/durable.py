@@ -5,6 +5,7 @@ import json
 import os
 import time
 import uuid
+from datetime import timedelta
 
 from durable_django import Concurrency, RateLimit, RetryPolicy, durable_function
 
@@ -305,7 +306,77 @@ def pivot_gatherer(ctx, input):
 @durable_function("tests.spawn_one")
 def spawn_one(ctx, input):
     """Spawn one run of input["function"] and wait for it."""
-    return ctx.wait_for_result("wait", ctx.spawn("spawn", input["function"], input.get("input", {})))
+    child = ctx.spawn("spawn", input["function"], input.get("input", {}), **input.get("options", {}))
+    return ctx.wait_for_result("wait", child)
+
+
+@durable_function("tests.two_paced_steps")
+def two_paced_steps(ctx, input):
+    """A step that takes input["pause"] seconds, then another: its deadline can pass in between."""
+    ctx.step("first", lambda: time.sleep(input.get("pause", 0)) or "first")
+    effects.record("between-steps", ctx.run_id)
+    return ctx.step("second", lambda: "second")
+
+
+@durable_function("tests.pivot_sleeper")
+def pivot_sleeper(ctx, input):
+    ctx.step("ship", lambda: "shipped", pivot=True)
+    ctx.sleep_for("nap", 3600)
+    return "done"
+
+
+STUCK_RETRY = RetryPolicy(max_attempts=2, initial_delay=0.2, max_delay=0.2, backoff=1.0, jitter=0.0)
+ONCE = RetryPolicy(max_attempts=1)
+
+
+def _stuck(ctx, input):
+    effects.record("stuck-attempt", f"{ctx.run_id} {ctx.attempt}")
+    time.sleep(input.get("seconds", 3600))
+    effects.record("stuck-returned", ctx.run_id)
+    return "woke"
+
+
+@durable_function("tests.stuck", timeout=1, retry=STUCK_RETRY)
+def stuck(ctx, input):
+    """Sleeps an hour in C code (no context call, nothing can interrupt it) under a 1 s timeout."""
+    return _stuck(ctx, input)
+
+
+@durable_function("tests.stuck_once", timeout=timedelta(seconds=1), retry=ONCE)
+def stuck_once(ctx, input):
+    return _stuck(ctx, input)
+
+
+@durable_function("tests.async_stuck", timeout=1, retry=ONCE)
+async def async_stuck(ctx, input):
+    effects.record("async-stuck-started", ctx.run_id)
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        effects.record("async-cancelled", ctx.run_id)
+        raise
+    return "woke"
+
+
+@durable_function("tests.limited_stuck", timeout=1, retry=ONCE, concurrency=Concurrency(1))
+def limited_stuck(ctx, input):
+    _events("limited-stuck-events", ctx, "start")
+    time.sleep(input["seconds"])
+    _events("limited-stuck-events", ctx, "end")
+    return "woke"
+
+
+@durable_function("tests.late_step", timeout=1, retry=STUCK_RETRY)
+def late_step(ctx, input):
+    """Attempt 1's step outlasts the timeout, then returns; attempt 2's returns at once."""
+
+    def work():
+        effects.record("late-step-ran", str(ctx.attempt))
+        time.sleep(input["seconds"] if ctx.attempt == 1 else 0)
+        effects.record("late-step-returned", str(ctx.attempt))
+        return f"attempt {ctx.attempt}"
+
+    return ctx.step("work", work)
 
 
 @durable_function("tests.async_fan_out")

@@ -7,7 +7,7 @@ from ...engine.preflight import ensure_migrated
 from ...exceptions import MigrationsNotApplied
 from ...worker import Worker, WorkerOptions
 from ...worker.shutdown import install_shutdown_handlers
-from ..arguments import name_list, non_negative_float, positive_int, tenant
+from ..arguments import name_list, non_negative_float, non_negative_int, positive_int, tenant
 
 
 class Command(BaseCommand):
@@ -20,6 +20,13 @@ class Command(BaseCommand):
         parser.add_argument("--tenant", type=tenant, help="only this tenant's runs")
         parser.add_argument("--no-scheduler", action="store_true", help="do not fire cron schedules here")
         parser.add_argument("--burst", action="store_true", help="exit once nothing is claimable now")
+        parser.add_argument(
+            "--max-abandoned",
+            type=non_negative_int,
+            default=4,
+            help="exit with status 3 (releasing its runs) once more threads than this are stuck in handlers "
+            "past their timeout",
+        )
         parser.add_argument(
             "--grace",
             type=non_negative_float,
@@ -43,10 +50,13 @@ class Command(BaseCommand):
                 burst=options["burst"],
                 grace=options["grace"],
                 scheduler=not options["no_scheduler"],
+                max_abandoned=options["max_abandoned"],
             )
         )
         install_shutdown_handlers(worker)
         worker.run()
+        if worker.exit_code:
+            raise SystemExit(worker.exit_code)
 
 
 def _configure_logging(verbosity: int) -> None:
