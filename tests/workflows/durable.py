@@ -121,6 +121,7 @@ def child(ctx, input):
         raise ValueError("child failed on purpose")
     if input.get("wait_signal"):
         ctx.wait_for_signal("hold", "go")
+    time.sleep(input.get("pause", 0))
     effects.record("child-ran", ctx.run_id)
     return {"child_of": input.get("parent"), "value": input.get("value")}
 
