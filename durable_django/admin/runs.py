@@ -32,7 +32,7 @@ from ..states import RunStatus
 from ..tenancy import unscope
 from . import operations
 from .base import DurableModelAdmin, operation_action
-from .display import compact_duration, describe_wait, moment, run_url, shorten, status_badge
+from .display import compact_duration, describe_deadline, describe_wait, moment, run_url, shorten, status_badge
 from .filters import FunctionFilter, HeldByFilter, ParentFilter, TenantFilter, tenant_uuid
 from .pagination import EstimatedCountPaginator
 from .run_page import run_page_context
@@ -65,6 +65,7 @@ class RunAdmin(DurableModelAdmin[Run]):
         "lease",
         "waiting",
         "held_by_display",
+        "deadline_display",
         "tenant",
         "created",
     )
@@ -98,6 +99,7 @@ class RunAdmin(DurableModelAdmin[Run]):
         "worker_id",
         "waiting",
         "held_by_limit",
+        "deadline_display",
         "cancellation",
     )
     fieldsets = [
@@ -226,6 +228,10 @@ class RunAdmin(DurableModelAdmin[Run]):
         if run.held_by is None:
             return "—"
         return format_html('<a href="{}">{}</a>', held_by_url(run.held_by), shorten(run.held_by))
+
+    @admin.display(description="deadline")
+    def deadline_display(self, run: Run) -> str:
+        return describe_deadline(run) or "—"
 
     @admin.display(description="tenant")
     def tenant(self, run: Run) -> str:
