@@ -387,9 +387,10 @@ def build_many(
         deadline=deadline,
     )
     limited = registration is not None and (registration.concurrency or registration.rate_limit)
-    unlimited = _limit_params(RunLimits())
     tenant = shared["tenant_id"]
+    run_ids = run_store.new_run_ids(len(values))
     rows: dict[str, list[Any]] = {f"{column}s": [] for column in _ROW_COLUMNS}
+    inputs, keys, made = rows["inputs"], rows["idempotency_keys"], rows["run_ids"]
     positions: list[int] = []
     run_of_key: dict[str, int] = {}
     for index, input in enumerate(values):
@@ -398,25 +399,25 @@ def build_many(
             key = scope(_unreserved(idempotency_keys[index], "an idempotency key"), tenant, what="idempotency_key")
         elif key_prefix is not None:
             key = scope(f"{key_prefix}#{index}", tenant, what="idempotency_key")
-        if key is not None and key in run_of_key:
-            positions.append(run_of_key[key])  # a key repeated in the batch: the same run
-            continue
-        encoded = json_text(input, what=f"input #{index}")
-        limits = unlimited
-        if limited:
-            assert registration is not None
+        if key is not None:
+            if key in run_of_key:
+                positions.append(run_of_key[key])  # a key repeated in the batch: the same run
+                continue
+            run_of_key[key] = len(made)
+        positions.append(len(made))
+        made.append(run_ids[index])
+        inputs.append(json_text(input, what=f"input #{index}"))
+        keys.append(key)
+    for column in _ROW_COLUMNS[3:]:
+        rows[f"{column}s"] = [None] * len(made)
+    if limited:
+        assert registration is not None
+        for run, encoded in enumerate(inputs):
             limits = _limit_params(
                 run_limits(name, json.loads(encoded), registration.concurrency, registration.rate_limit)
             )
-        run = len(rows["run_ids"])
-        if key is not None:
-            run_of_key[key] = run
-        positions.append(run)
-        rows["run_ids"].append(run_store.new_run_id())
-        rows["inputs"].append(encoded)
-        rows["idempotency_keys"].append(key)
-        for column in _ROW_COLUMNS[3:]:
-            rows[f"{column}s"].append(limits[column])
+            for column in _ROW_COLUMNS[3:]:
+                rows[f"{column}s"][run] = limits[column]
     params = {**shared, **rows}
     for column in _ROW_COLUMNS:
         params.pop(column, None)
@@ -434,10 +435,9 @@ def insert_many(batch: Batch) -> list[Run]:
     pending = list(range(batch.size))
     for _ in range(_JOIN_ATTEMPTS):
         part = batch if len(pending) == batch.size else batch.rows(pending)
-        inserted = {run.run_id: run for run in run_store.insert_many(part.params)}
+        stored = run_store.insert_many(part.params).runs()
         keyed: dict[str, int] = {}
-        for index in pending:
-            run = inserted.get(batch.params["run_ids"][index])
+        for index, run in zip(pending, stored, strict=True):
             if run is not None:
                 runs[index] = run
             elif (key := batch.params["idempotency_keys"][index]) is not None:

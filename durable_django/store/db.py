@@ -195,7 +195,7 @@ def row_to_run(row: Row) -> Run:
         error_type=error_type,
         failures=failures,
         recoveries=recoveries,
-        retry_policy=_retry_policy(retry_policy),
+        retry_policy=retry_policy_of(retry_policy),
         waiting_for=waiting_for,
         pivoted_at=pivoted_at,
         started_at=started_at,
@@ -208,7 +208,7 @@ def row_to_run(row: Row) -> Run:
 
 
 @functools.lru_cache(maxsize=256)
-def _retry_policy(stored: str | None) -> RetryPolicy:
+def retry_policy_of(stored: str | None) -> RetryPolicy:
     """A stored retry policy as a record; runs of one function share a handful of policies, so each is parsed once."""
     return RetryPolicy.from_json(from_json(stored))
 

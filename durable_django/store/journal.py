@@ -479,7 +479,7 @@ def spawn_many(run_id: str, token: int, step_id: str, params: dict[str, Any], po
         if stored is not None:
             journalled: list[str] = stored[0]
             return journalled
-        inserted = {run.run_id for run in runs.insert_many(params)}
+        inserted = runs.insert_many(params)
         faults.reach("spawn_many.inserted")
         made, keys = params["run_ids"], params["idempotency_keys"]
         # As for spawn(): a key that refused its row names a child made under this held run's lock.

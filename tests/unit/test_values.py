@@ -126,3 +126,13 @@ def test_system_checks_report_invalid_declared_schedules_and_purge_after(setting
             "timedelta, a number of seconds, or None).",
         ),
     }
+
+
+def test_batch_run_ids_are_distinct_version_4_uuids():
+    from durable_django.store.runs import new_run_ids
+
+    ids = new_run_ids(2000)
+    assert len(set(ids)) == 2000 and new_run_ids(0) == []
+    parsed = [uuid.UUID(run_id) for run_id in ids]
+    assert {u.version for u in parsed} == {4} and {u.variant for u in parsed} == {uuid.RFC_4122}
+    assert [str(u) for u in parsed] == ids
