@@ -1,6 +1,6 @@
 """Run every benchmark against one PostgreSQL server and print a table of ratios.
 
-Usage: ``python bench/run_all.py [--only store,e2e,peers,sleep,purge,flow] [--runs 5000] ...``
+Usage: ``python bench/run_all.py [--only store,e2e,peers,sleep,purge,flow,fanout] [--runs 5000] ...``
 (an embedded pgserver in a temporary directory when DATABASE_URL is unset).
 """
 
@@ -17,7 +17,9 @@ from bench import common
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--only", default="store,e2e,peers,sleep,purge,flow", help="comma-separated benchmarks to run")
+    parser.add_argument(
+        "--only", default="store,e2e,peers,sleep,purge,flow,fanout", help="comma-separated benchmarks to run"
+    )
     parser.add_argument("--store-runs", type=int, default=3000, help="runs for the store vs raw benchmark")
     parser.add_argument("--runs", type=int, default=5000, help="no-op runs for the end-to-end benchmarks")
     parser.add_argument("--step-runs", type=int, default=10, help="runs of 100 steps")
@@ -28,6 +30,7 @@ def main() -> None:
     parser.add_argument("--flow-runs", type=int, default=20_000, help="runs per side of the flow-control benchmarks")
     parser.add_argument("--flow-processes", type=int, default=2, help="worker processes (x8) of the flow benchmarks")
     parser.add_argument("--rate-seconds", type=float, default=60.0, help="how long the rate limit is measured")
+    parser.add_argument("--fanout-runs", type=int, default=10_000, help="children, and runs per batch, of fanout")
     parser.add_argument(
         "--layouts", default="1x8,1x16,2x8", help="worker layouts to try, PROCESSESxCONCURRENCY, comma-separated"
     )
@@ -56,6 +59,10 @@ def main() -> None:
             from bench import bench_flow
 
             bench_flow.main(args.flow_runs, args.flow_processes, args.rate_seconds)
+        if "fanout" in only:
+            from bench import bench_fanout
+
+            bench_fanout.main(args.fanout_runs, args.flow_processes)
     finally:
         common.print_table()
 
