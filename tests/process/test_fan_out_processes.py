@@ -15,9 +15,10 @@ CHILDREN = 1000
 
 
 def succeeded_children(parent_run_id):
-    return sql(
+    [(count,)] = sql(
         "SELECT count(*) FROM durable_run WHERE parent_run_id = %s AND status = 'succeeded'", [parent_run_id]
-    )[0][0]
+    )
+    return count
 
 
 def test_a_thousand_children_gathered_under_a_sigkill_are_a_thousand_in_order_and_wake_the_parent_once(workers):
