@@ -36,6 +36,8 @@ Profiles (environment variable ``DURABLE_MODEL_PROFILE``): ``durable-model-ci``,
 (derandomized: the same 100 sequences of up to 40 steps on every run, 10 to 20 seconds here),
 and ``durable-model-long`` (fresh random sequences, ten times as many and longer, every distinct
 failure reported): run it after changing the store.
+
+Sequences the machine found are replayed by hand at the end of this module.
 """
 
 from __future__ import annotations
@@ -1009,3 +1011,75 @@ class StoreMachine(RuleBasedStateMachine):
 def test_the_store_behaves_like_the_model_of_the_contract():
     run_state_machine_as_test(StoreMachine, settings=settings.get_profile(PROFILE))
 
+# -- sequences the machine found, replayed by hand: each fails until its defect is fixed ----------------
+
+
+class Replay:
+    """The state machine driven by hand, its invariants checked after every step as Hypothesis checks them."""
+
+    def __init__(self):
+        self.state = StoreMachine()
+        self.check()
+
+    def check(self):
+        self.state.database_matches_model()
+        self.state.nothing_is_stranded()
+
+    def __getattr__(self, name):
+        rule = getattr(self.state, name)
+
+        def step(*args, **kwargs):
+            result = rule(*args, **kwargs)
+            self.check()
+            return result
+
+        return step
+
+
+@pytest.fixture
+def machine(transactional_db):
+    replay = Replay()
+    yield replay
+    replay.state.teardown()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_child_asked_to_stop_by_its_finished_parent_is_not_released_back_to_live(machine):
+    """A running child whose parent ended is asked to stop (cancel requested). When its worker then shuts
+    down gracefully and releases it, it goes back to ``pending``: a live child of a finished parent, which
+    the reconciler (and ``durable_health``) reports as stranded and would "repair" with a warning, and which
+    a worker must claim again only to cancel it. Released with its cancel requested, it should end cancelled
+    (or not count as stranded)."""
+    machine.some_runs(count=1)
+    (root,) = machine.claim(worker="w2", limit=1, start_now=1)
+    machine.spawn(ticket=root, name="spawn-a", then_wait=None)
+    (child,) = machine.claim(worker="w3", limit=1, start_now=1)
+    machine.complete(held=[root], output=0)  # the cascade asks the running child to stop
+    machine.release(held=[child])  # its worker shuts down
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pivoted_run_woken_by_a_cascade_can_be_claimed_at_once(machine):
+    """A run past a pivot step waits (with a timeout) for its child; its parent ends, the cascade cancels
+    the child and wakes the pivoted run to ``pending``, but leaves ``available_at`` at the wait's deadline:
+    nothing claims it until the timeout (an hour here), though the child it waits for has ended. A parent
+    woken by its child's end is claimable at once (as ``WAKE_PARENT`` makes it)."""
+    machine.some_runs(count=1)
+    (root,) = machine.claim(worker="w2", limit=1, start_now=1)
+    machine.spawn(ticket=root, name="spawn-a", then_wait=None)
+    (child,) = machine.claim(worker="w3", limit=1, start_now=1)
+    machine.record_step(ticket=child, step="a", value=1, pivot=True)
+    machine.spawn(ticket=child, name="spawn-a", then_wait="timed")  # waits for a grandchild, an hour at most
+    machine.complete(held=[root], output=0)  # the grandchild is cancelled; the pivoted child is woken
+
+
+@pytest.mark.django_db(transaction=True)
+def test_resuming_a_cancelled_run_whose_coalesce_key_was_taken_again_is_no_database_error(machine):
+    """A run enqueued with a coalesce key is cancelled before any claim; a new submit with that key makes a
+    second unclaimed run; resuming the first puts it back to ``pending`` with ``attempts = 0`` and violates
+    the unique index of unclaimed coalesced runs: ``resume()`` raises Django's ``IntegrityError`` (a 500 in
+    the admin) instead of resuming or refusing with a typed error."""
+    first = machine.enqueue(tenant=None, idempotency_key=None, coalesce_key="c1", delayed=False)
+    machine.cancel(run_id=first, addressed="operator")
+    machine.enqueue(tenant=None, idempotency_key=None, coalesce_key="c1", delayed=False)
+    machine.resume(run_id=first, addressed="operator")
