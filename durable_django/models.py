@@ -15,14 +15,15 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 
 from .exceptions import ReadOnlyRecord
-from .states import MAX_PRIORITY, MIN_PRIORITY, RunStatus
-
-# Constraint names are shared with the store, which maps violations by name.
-IDEMPOTENCY_CONSTRAINT = "durable_run_idempotency_key_key"
-COALESCE_CONSTRAINT = "durable_run_coalesce_key_pending"
-DEBOUNCE_CONSTRAINT = "durable_run_debounce_key_pending"
-PRIORITY_CONSTRAINT = "durable_run_priority_range"
-
+from .states import (
+    COALESCE_CONSTRAINT,
+    DEBOUNCE_CONSTRAINT,
+    IDEMPOTENCY_CONSTRAINT,
+    MAX_PRIORITY,
+    MIN_PRIORITY,
+    PRIORITY_CONSTRAINT,
+    RunStatus,
+)
 
 _M = TypeVar("_M", bound=models.Model)
 

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..types import Run
-from . import flow
+from . import flow, landing
 from .db import RUN_COLUMN_COUNT, WAKE_CHANNEL, cursor, in_transaction, qualified_run_columns, row_to_run
 
 # Whether a limit applies to the run: its function has a concurrency or rate key, or its queue is limited.
@@ -138,18 +138,29 @@ RETURNING cancel_requested_at IS NOT NULL AND pivoted_at IS NULL
 """
 
 # Hand held runs back (shutdown, or claimed runs no slot started in time) so another worker
-# takes them at once; counts nothing.
+# takes them at once; counts nothing. A run whose cancel was requested is not handed back (see
+# CANCEL_REQUESTED).
 RELEASE = f"""
 WITH released AS (
     UPDATE durable_run r SET status = 'pending', leased_until = NULL, available_at = NULL,
         attempt_started_at = NULL, updated_at = now()
     FROM unnest(%(run_ids)s::text[], %(tokens)s::int[]) AS held(run_id, token)
     WHERE r.run_id = held.run_id AND r.attempts = held.token AND r.status = 'running'
+      AND (r.cancel_requested_at IS NULL OR r.pivoted_at IS NOT NULL)
     RETURNING r.concurrency_key, r.concurrency_while_waiting, r.started_at IS NOT NULL AS started, r.queue
 ), woken AS (
     SELECT pg_notify('{WAKE_CHANNEL}', q.queue) FROM (SELECT DISTINCT queue FROM released) q
 )
 SELECT *, (SELECT count(*) FROM woken) FROM released
+"""
+
+# Held runs whose cancel was requested (by an operator, or the cascade of a parent that ended): the
+# release lands them cancelled rather than handing them back to be claimed only to be cancelled.
+CANCEL_REQUESTED = """
+SELECT r.run_id, r.attempts, r.parent_run_id FROM durable_run r
+JOIN unnest(%(run_ids)s::text[], %(tokens)s::int[]) AS held(run_id, token)
+  ON r.run_id = held.run_id AND r.attempts = held.token
+WHERE r.status = 'running' AND r.cancel_requested_at IS NOT NULL AND r.pivoted_at IS NULL
 """
 
 
@@ -291,9 +302,14 @@ def start(run_id: str, token: int) -> bool | None:
 
 
 def release(held: list[tuple[str, int]]) -> int:
-    """Hand (run_id, token) pairs back as pending; returns how many were still held."""
+    """Hand (run_id, token) pairs back as pending, or land them cancelled if their cancel was requested;
+    returns how many were still held."""
     if not held:
         return 0
+    with cursor() as cur:
+        cur.execute(CANCEL_REQUESTED, _pairs(held))
+        cancelling = cur.fetchall()
+    cancelled = sum(landing.cancel_held(run_id, token, parent) is not None for run_id, token, parent in cancelling)
 
     def work() -> int:
         with cursor() as cur:
@@ -308,4 +324,4 @@ def release(held: list[tuple[str, int]]) -> int:
             )
         return len(rows)
 
-    return in_transaction(work)
+    return cancelled + in_transaction(work)

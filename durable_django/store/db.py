@@ -75,6 +75,13 @@ def is_retryable(exc: BaseException) -> bool:
     return getattr(cause, "sqlstate", None) in RETRYABLE_SQLSTATES
 
 
+def constraint_of(exc: BaseException) -> str | None:
+    """The name of the constraint a Django IntegrityError (or psycopg error) reports, if any."""
+    cause = exc.__cause__ if isinstance(exc, DatabaseError) else exc
+    diag = getattr(cause, "diag", None)
+    return getattr(diag, "constraint_name", None)
+
+
 def is_disconnect(exc: BaseException) -> bool:
     """The database could not be reached (down, restarting, or the connection was cut), not a refusal.
 

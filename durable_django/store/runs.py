@@ -13,11 +13,13 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
+from django.db import IntegrityError
 
 from ..exceptions import InvalidInput
+from ..states import COALESCE_CONSTRAINT
 from ..types import Run
 from ..values import text
-from .db import RUN_COLUMNS, WAKE_CHANNEL, cursor, in_transaction, row_to_run
+from .db import RUN_COLUMNS, WAKE_CHANNEL, constraint_of, cursor, in_transaction, row_to_run
 from .landing import LOCK_RUN
 
 _WAKE_IF_DUE = f"""
@@ -232,7 +234,8 @@ def resume(run_id: str, tenant_id: str | None) -> Run | None:
     """Resume a failed or cancelled run; None if no such run is visible or it is not resumable.
 
     Raises:
-        InvalidInput: the run's parent has finished, so nothing would ever wait for it again.
+        InvalidInput: the run's parent has finished, so nothing would ever wait for it again; or it was
+            never claimed and another unclaimed run took its coalesce key meanwhile.
     """
     params = {"run_id": run_id, "tenant_id": tenant_id}
 
@@ -253,7 +256,16 @@ def resume(run_id: str, tenant_id: str | None) -> Run | None:
                         "or retry this run as a new run",
                         run_id=run_id,
                     )
-            cur.execute(RESUME, params)
+            try:
+                cur.execute(RESUME, params)
+            except IntegrityError as exc:
+                if constraint_of(exc) != COALESCE_CONSTRAINT:
+                    raise
+                raise InvalidInput(
+                    f"run {run_id} was never claimed and another unclaimed run now holds its coalesce key: "
+                    "that run does its work; retry this one as a new run if it must run too",
+                    run_id=run_id,
+                ) from None
             row = cur.fetchone()
         return row_to_run(row) if row else None
 
