@@ -116,7 +116,7 @@ def signal_waiter(ctx, input):
 
 @durable_function("tests.child")
 def child(ctx, input):
-    if input.get("fail"):
+    if input.get("fail") or (input.get("fail_first") and ctx.run.failures == 0):
         raise ValueError("child failed on purpose")
     if input.get("wait_signal"):
         ctx.wait_for_signal("hold", "go")
