@@ -4,6 +4,11 @@ A batch first locks the members of candidate trees (skipping rows another
 transaction holds: that tree waits for a later purge), then deletes in a
 second statement, whose snapshot sees everything committed before the locks
 were taken: a signal emitted while we waited for its run's lock goes with the run.
+
+Workers' periodic purges take turns with a transaction-level advisory lock that
+each batch takes first: it ends with the batch's transaction, so no session
+state is left behind (a session lock taken through a transaction pooler stays
+with whichever server session ran it, and the unlock may reach another).
 """
 
 from __future__ import annotations
@@ -74,17 +79,29 @@ deleted AS (DELETE FROM durable_run WHERE run_id = ANY(%(run_ids)s::text[]) RETU
 SELECT count(*) FROM deleted
 """
 
+# The periodic purge's turn, held until the batch's transaction ends; another worker holding it skips its purge.
+TRY_TURN = "SELECT pg_try_advisory_xact_lock(hashtext('durable_django.purge'))"
+
 _EPOCH = datetime.fromisoformat("1970-01-01T00:00:00+00:00")
 
 
 def purge_batch(
-    cutoff: datetime, limit: int, after: tuple[datetime, str] | None
-) -> tuple[int, tuple[datetime, str] | None]:
-    """Delete one batch of whole finished trees; returns (runs deleted, keyset position or None)."""
+    cutoff: datetime, limit: int, after: tuple[datetime, str] | None, *, taking_turns: bool = False
+) -> tuple[int, tuple[datetime, str] | None] | None:
+    """Delete one batch of whole finished trees; returns (runs deleted, keyset position or None).
+
+    Args:
+        taking_turns: the worker's periodic purge: return None, deleting nothing, while another
+            worker's purge batch holds the turn.
+    """
     after_at, after_id = after or (_EPOCH, "")
 
-    def work() -> tuple[int, tuple[datetime, str] | None]:
+    def work() -> tuple[int, tuple[datetime, str] | None] | None:
         with cursor() as cur:
+            if taking_turns:
+                cur.execute(TRY_TURN)
+                if not cur.fetchone()[0]:
+                    return None
             cur.execute(LOCK_BATCH, {"cutoff": cutoff, "limit": limit, "after_at": after_at, "after_id": after_id})
             doomed, last_at, last_id = cur.fetchone()
             deleted: int = 0
