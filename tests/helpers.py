@@ -10,9 +10,9 @@ from django.db import connection, connections
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def subprocess_database_url() -> str:
-    """A DATABASE_URL naming the test database pytest-django created, for worker subprocesses."""
-    settings = connection.settings_dict
+def subprocess_database_url(alias: str = "default") -> str:
+    """A DATABASE_URL naming the test database pytest-django created, as ``alias`` reaches it, for subprocesses."""
+    settings = connections[alias].settings_dict
     user = quote(settings["USER"] or "", safe="")
     password = quote(settings["PASSWORD"] or "", safe="")
     auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
