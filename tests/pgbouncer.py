@@ -15,7 +15,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -26,6 +25,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
+
+from tests.helpers import free_port
 
 # Server sessions per (database, user) pair. Each test process runs a PgBouncer of its own.
 POOL_SIZE = 20
@@ -41,12 +42,6 @@ def executable() -> str:
             pytest.fail(f"{reason}; CI must run the PgBouncer tests")
         pytest.skip(reason)
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def run_as(server_host: str) -> pwd.struct_passwd | None:
