@@ -11,9 +11,7 @@ def purge(cutoff: datetime, batch_size: int) -> int:
     """Delete every whole finished tree that landed before ``cutoff``, oldest first; returns the runs deleted."""
     deleted, position = 0, None
     while True:
-        batch = purge_store.purge_batch(cutoff, batch_size, position)
-        assert batch is not None, "a purge that does not take turns always runs its batch"
-        count, position = batch
+        count, position = purge_store.purge_batch(cutoff, batch_size, position)
         deleted += count
         if position is None:
             return deleted
@@ -28,7 +26,7 @@ def purge_unless_another_worker_is(cutoff: datetime, batch_size: int) -> int | N
     """
     deleted, position = 0, None
     while True:
-        batch = purge_store.purge_batch(cutoff, batch_size, position, taking_turns=True)
+        batch = purge_store.purge_batch_in_turn(cutoff, batch_size, position)
         if batch is None:
             return deleted if position is not None else None
         count, position = batch

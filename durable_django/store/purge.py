@@ -86,28 +86,37 @@ _EPOCH = datetime.fromisoformat("1970-01-01T00:00:00+00:00")
 
 
 def purge_batch(
-    cutoff: datetime, limit: int, after: tuple[datetime, str] | None, *, taking_turns: bool = False
-) -> tuple[int, tuple[datetime, str] | None] | None:
-    """Delete one batch of whole finished trees; returns (runs deleted, keyset position or None).
+    cutoff: datetime, limit: int, after: tuple[datetime, str] | None
+) -> tuple[int, tuple[datetime, str] | None]:
+    """Delete one batch of whole finished trees; returns (runs deleted, keyset position or None)."""
+    return in_transaction(_delete_batch, cutoff, limit, after)
 
-    Args:
-        taking_turns: the worker's periodic purge: return None, deleting nothing, while another
-            worker's purge batch holds the turn.
-    """
-    after_at, after_id = after or (_EPOCH, "")
+
+def purge_batch_in_turn(
+    cutoff: datetime, limit: int, after: tuple[datetime, str] | None
+) -> tuple[int, tuple[datetime, str] | None] | None:
+    """The worker's periodic purge batch: as ``purge_batch``, or None (nothing deleted) while another
+    worker's batch holds the turn."""
 
     def work() -> tuple[int, tuple[datetime, str] | None] | None:
         with cursor() as cur:
-            if taking_turns:
-                cur.execute(TRY_TURN)
-                if not cur.fetchone()[0]:
-                    return None
-            cur.execute(LOCK_BATCH, {"cutoff": cutoff, "limit": limit, "after_at": after_at, "after_id": after_id})
-            doomed, last_at, last_id = cur.fetchone()
-            deleted: int = 0
-            if doomed:
-                cur.execute(DELETE_RUNS, {"run_ids": doomed})
-                deleted = cur.fetchone()[0]
-        return deleted, (None if last_at is None else (last_at, last_id))
+            cur.execute(TRY_TURN)
+            if not cur.fetchone()[0]:
+                return None
+        return _delete_batch(cutoff, limit, after)
 
     return in_transaction(work)
+
+
+def _delete_batch(
+    cutoff: datetime, limit: int, after: tuple[datetime, str] | None
+) -> tuple[int, tuple[datetime, str] | None]:
+    after_at, after_id = after or (_EPOCH, "")
+    with cursor() as cur:
+        cur.execute(LOCK_BATCH, {"cutoff": cutoff, "limit": limit, "after_at": after_at, "after_id": after_id})
+        doomed, last_at, last_id = cur.fetchone()
+        deleted: int = 0
+        if doomed:
+            cur.execute(DELETE_RUNS, {"run_ids": doomed})
+            deleted = cur.fetchone()[0]
+    return deleted, (None if last_at is None else (last_at, last_id))

@@ -13,6 +13,7 @@ from datetime import timedelta
 
 import pytest
 from django.conf import settings as django_settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, connections, transaction
 from django.utils import timezone
 
@@ -20,6 +21,7 @@ from durable_django import api, schedule
 from durable_django.conf import durable_settings
 from durable_django.engine import retention
 from durable_django.exceptions import InvalidInput
+from durable_django.store.db import listening
 from durable_django.testing import advance_schedule, run_until_idle
 from tests.admin.test_admin_pages import RUNS, SCHEDULES, confirm_bulk, listed_run_ids, run_url
 from tests.helpers import subprocess_database_url, wait_until
@@ -114,6 +116,11 @@ def test_without_listen_database_wait_for_result_polls_through_pgbouncer(through
         with pytest.raises(InvalidInput, match="has not committed"):
             api.wait_for_result(uncommitted.run_id, timeout=5)
         transaction.set_rollback(True, using="pooled")
+
+
+def test_a_listen_behind_pgbouncer_without_listen_database_is_refused_not_silently_lost(through_pgbouncer):
+    with pytest.raises(ImproperlyConfigured, match="LISTEN_DATABASE"), listening(["durable_wake"]):
+        pass
 
 
 def test_the_periodic_purge_through_pgbouncer_leaves_no_lock_behind(through_pgbouncer):
