@@ -287,7 +287,8 @@ def follow_the_printed_instructions(output: str, database_url: str, tmp_path) ->
             os.killpg(server.pid, signal.SIGKILL)
         server.wait(timeout=30)
     served = log_path.read_text()
-    assert "Starting development server" in served and '"GET /admin/login/?next=/admin/ HTTP/1.1" 200' in served
+    assert re.search(rf"Starting (WSGI )?development server at http://127\.0\.0\.1:{port}/", served), served
+    assert '"GET /admin/login/?next=/admin/ HTTP/1.1" 200' in served, served
     assert warning_lines(served) == [], served
 
 
