@@ -34,7 +34,7 @@ def test_the_test_settings_pass():
         ({"LISTEN_DATABASE": "direct", "READ_DATABASE": "replica"}, []),
         ({"PREPARED_STATEMENTS": "sometimes"}, ["durable_django.E204"]),
         ({"PREPARED_STATEMENTS": True, "DATABASE": "pooled", "LISTEN_DATABASE": "direct"}, ["durable_django.W205"]),
-        ({"PREPARED_STATEMENTS": True, "READ_DATABASE": "pooled"}, ["durable_django.W205"]),
+        ({"PREPARED_STATEMENTS": True, "DATABASE": "direct", "READ_DATABASE": "pooled"}, ["durable_django.W205"]),
         ({"PREPARED_STATEMENTS": "auto", "DATABASE": "pooled", "LISTEN_DATABASE": "direct"}, []),
         ({"PREPARED_STATEMENTS": False, "DATABASE": "pooled"}, []),
     ],
