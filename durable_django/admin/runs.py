@@ -26,7 +26,6 @@ from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
 from ..api import operations as api_operations
-from ..conf import durable_settings
 from ..models import Run
 from ..states import RunStatus
 from ..tenancy import unscope
@@ -156,8 +155,9 @@ class RunAdmin(DurableModelAdmin[Run]):
             prefixes = ["", *api_operations.known_tenants(limit=MAX_TENANTS)]
         # The term itself too, so a key typed with its stored prefix is found as well.
         stored_keys = [term, *(f"{prefix}:{term}" for prefix in prefixes)]
-        # Separate lookups so each uses its own index (an OR across them would scan the table).
-        runs = Run.objects.using(durable_settings.DATABASE)
+        # Separate lookups so each uses its own index (an OR across them would scan the table), on the
+        # alias the listing reads from.
+        runs = Run.objects.using(queryset.db)
         matches = set(runs.filter(run_id=term).values_list("pk", flat=True))
         matches.update(runs.filter(idempotency_key__in=stored_keys).values_list("pk", flat=True))
         coalesced = runs.filter(coalesce_key__in=stored_keys).values_list("pk", flat=True)

@@ -1,12 +1,14 @@
 """What every operator front-end (the admin, the commands) shares beyond the client API.
 
-Retry as a new run, and the bounded reads behind the admin's overview and tenant filter.
+Retry as a new run, and the bounded reads behind the admin's overview and tenant filter,
+which go to ``DURABLE["READ_DATABASE"]`` (a replica) when one is set.
 """
 
 from __future__ import annotations
 
 from uuid import UUID
 
+from ..conf import durable_settings
 from ..engine import submit
 from ..exceptions import InvalidInput, RunNotFound
 from ..registry import TASK_PATH_VERSION
@@ -54,18 +56,18 @@ def retry_as_new_run(run_id: str | UUID, *, tenant_id: str | UUID | None = None)
 
 def overview() -> Overview:
     """Counts by status for the last hour and day, the oldest pending run and throughput, at a bounded cost."""
-    return overview_store.overview()
+    return overview_store.overview(using=durable_settings.read_database)
 
 
 def known_tenants(*, limit: int = 1000) -> list[str]:
     """Tenant ids that own at least one run, in id order, at most ``limit`` of them (an index probe each)."""
-    return overview_store.known_tenants(limit=limit)
+    return overview_store.known_tenants(limit=limit, using=durable_settings.read_database)
 
 
 def held_by_limits(*, keys: int = 20) -> list[LimitState]:
     """The limit keys holding most due runs back, most first, each with how many it holds and how many run
     under it; reads a bounded number of held runs (a count past 10,000 is a floor)."""
-    return flow_store.held_by_key(keys=keys)
+    return flow_store.held_by_key(keys=keys, using=durable_settings.read_database)
 
 
 def limit_state(key: str) -> LimitState:

@@ -3,9 +3,11 @@
 One thread claims in batches to fill idle slots (and, while attempts are
 short, a batch ahead of them) and sleeps on an event that a NOTIFY, a
 finished attempt or the poll timeout sets. Slot threads execute attempts. The
-heartbeat thread renews leases, the listener thread hears NOTIFY, the
-scheduler thread fires cron schedules. Every thread keeps its own database
-connection and replaces it only when it breaks; none may die of an error.
+heartbeat thread renews leases, the listener thread hears NOTIFY (behind a
+transaction pooler only through ``LISTEN_DATABASE``; without one the poll
+wakes the loop), the scheduler thread fires cron schedules. Every thread keeps
+its own database connection and replaces it only when it breaks; none may die
+of an error.
 
 When the database cannot be reached the worker stops starting attempts and
 drops the claimed runs it had not started (their leases expire; reclaiming
@@ -145,7 +147,17 @@ class Worker:
                 threading.Thread(target=self._slot_loop, args=(index,), name=f"durable-slot-{index}", daemon=True)
             )
         self._start(Heartbeat(self.pool, self._halt, self._on_database))
-        self._start(Listener([lifecycle.WAKE_CHANNEL], self._on_notify, self._halt, on_reconnect=self._wake.set))
+        if durable_settings.listen_database is None:
+            logger.warning(
+                "worker %s: DURABLE['DATABASE'] %r goes through a transaction pooler (DISABLE_SERVER_SIDE_CURSORS) "
+                "and no DURABLE['LISTEN_DATABASE'] bypasses it, so there is no LISTEN: polling every %ss instead "
+                "(set LISTEN_DATABASE to an alias that reaches PostgreSQL directly to wake within milliseconds)",
+                self.options.worker_id,
+                durable_settings.DATABASE,
+                durable_settings.POLL_SECONDS,
+            )
+        else:
+            self._start(Listener([lifecycle.WAKE_CHANNEL], self._on_notify, self._halt, on_reconnect=self._wake.set))
         if not self.options.burst:
             self._start(ReconcilerThread(self._halt, self._count_repairs))
         if self.options.scheduler and not self.options.burst:

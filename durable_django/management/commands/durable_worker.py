@@ -1,11 +1,13 @@
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ...engine.preflight import ensure_migrated
 from ...exceptions import MigrationsNotApplied
 from ...worker import Worker, WorkerOptions
+from ...worker.reloading import run_with_reloader
 from ...worker.shutdown import install_shutdown_handlers
 from ..arguments import name_list, non_negative_float, positive_int, tenant
 
@@ -26,25 +28,44 @@ class Command(BaseCommand):
             default=30.0,
             help="seconds to let attempts finish after SIGTERM before releasing them",
         )
+        parser.add_argument(
+            "--reload",
+            action="store_true",
+            help="restart when Python files change, like runserver (development only: needs DEBUG = True)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["reload"] and not settings.DEBUG:
+            raise CommandError(
+                "--reload is for development and needs DEBUG = True; in production, let your process "
+                "manager restart workers after a deploy (docs/deployment.md)."
+            )
+        if options["reload"] and options["burst"]:
+            raise CommandError("--reload keeps a worker running across code changes; --burst exits: choose one.")
         _configure_logging(options["verbosity"])
         try:
             ensure_migrated()
         except MigrationsNotApplied as exc:
             raise CommandError(str(exc)) from None
         _warn_unknown_functions(options["functions"])
-        worker = Worker(
-            WorkerOptions(
-                concurrency=options["concurrency"],
-                functions=options["functions"],
-                queues=options["queues"],
-                tenant_id=options["tenant"],
-                burst=options["burst"],
-                grace=options["grace"],
-                scheduler=not options["no_scheduler"],
+
+        def make_worker() -> Worker:
+            return Worker(
+                WorkerOptions(
+                    concurrency=options["concurrency"],
+                    functions=options["functions"],
+                    queues=options["queues"],
+                    tenant_id=options["tenant"],
+                    burst=options["burst"],
+                    grace=options["grace"],
+                    scheduler=not options["no_scheduler"],
+                )
             )
-        )
+
+        if options["reload"]:
+            run_with_reloader(make_worker)
+            return
+        worker = make_worker()
         install_shutdown_handlers(worker)
         worker.run()
 
