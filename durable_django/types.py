@@ -107,6 +107,10 @@ class Run:
     worker_id: str | None = None
     # When the current claim's attempt started; None while a claimed run waits for a worker's slot.
     attempt_started_at: datetime | None = None
+    # What the handler last reported with ctx.set_progress(), kept across attempts.
+    progress: Any = None
+    # The W3C trace context (traceparent, tracestate) of the code that enqueued the run, if it was traced.
+    trace_context: dict[str, str] | None = None
 
     @property
     def is_live(self) -> bool:

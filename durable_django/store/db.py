@@ -125,7 +125,8 @@ RUN_COLUMNS = (
     "run_id, name, version, status, input::text, output::text, error, attempts, tenant_id::text, "
     "idempotency_key, coalesce_key, parent_run_id, queue, priority, available_at, leased_until, "
     "created_at, updated_at, cancel_requested_at, cancel_refused_at, error_type, failures, recoveries, "
-    "retry_policy::text, waiting_for, pivoted_at, started_at, finished_at, worker_id, attempt_started_at"
+    "retry_policy::text, waiting_for, pivoted_at, started_at, finished_at, worker_id, attempt_started_at, "
+    "progress::text, trace_context::text"
 )
 RUN_COLUMN_COUNT = RUN_COLUMNS.count(",") + 1
 
@@ -166,6 +167,8 @@ def row_to_run(row: Row) -> Run:
         finished_at,
         worker_id,
         attempt_started_at,
+        progress,
+        trace_context,
     ) = row[:RUN_COLUMN_COUNT]
     return Run(
         run_id=run_id,
@@ -198,6 +201,8 @@ def row_to_run(row: Row) -> Run:
         finished_at=finished_at,
         worker_id=worker_id,
         attempt_started_at=attempt_started_at,
+        progress=from_json(progress),
+        trace_context=from_json(trace_context),
     )
 
 
