@@ -89,3 +89,9 @@ LOGGING = {
         "durable_django": {"handlers": ["console"], "level": os.environ.get("DURABLE_TEST_LOG_LEVEL", "WARNING")}
     },
 }
+
+# A worker started with DURABLE_TEST_SPANS_FILE exports its spans to that file (tests/spans.py).
+if os.environ.get("DURABLE_TEST_SPANS_FILE"):
+    from tests.spans import export_to_file
+
+    export_to_file(os.environ["DURABLE_TEST_SPANS_FILE"])

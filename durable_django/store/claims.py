@@ -26,20 +26,23 @@ from .db import RUN_COLUMN_COUNT, WAKE_CHANNEL, cursor, in_transaction, qualifie
 # for a slot, not started. {bounds} is the worker's filter (see claim_filter):
 # plain column tests the planner can estimate, so pending runs are read in index
 # order instead of being sorted. A run reclaimed after its lease expired counts a
-# recovery only if its holder had started it.
+# recovery only if its holder had started it. ``due_since`` is when each run became claimable (its queue lag
+# starts there).
 CLAIM_TEMPLATE = f"""
 WITH due_pending AS (
-    SELECT run_id, priority, created_at, false AS recovered FROM durable_run
+    SELECT run_id, priority, created_at, false AS recovered, coalesce(available_at, updated_at) AS due_since
+    FROM durable_run
     WHERE status = 'pending' AND (available_at IS NULL OR available_at <= now()) {{bounds}}
     ORDER BY priority DESC, created_at
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 ), due_waits AS (
-    SELECT run_id, priority, created_at, false AS recovered FROM durable_run
+    SELECT run_id, priority, created_at, false AS recovered, available_at AS due_since FROM durable_run
     WHERE status = 'waiting' AND available_at <= now() {{bounds}}
     ORDER BY available_at
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 ), expired AS (
-    SELECT run_id, priority, created_at, attempt_started_at IS NOT NULL AS recovered FROM durable_run
+    SELECT run_id, priority, created_at, attempt_started_at IS NOT NULL AS recovered, leased_until AS due_since
+    FROM durable_run
     WHERE status = 'running' AND leased_until < now() {{bounds}}
     ORDER BY leased_until
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED
@@ -64,7 +67,7 @@ UPDATE durable_run r SET
     updated_at = now()
 FROM chosen
 WHERE r.run_id = chosen.run_id
-RETURNING {qualified_run_columns("r")}, chosen.recovered, chosen.starts, now()
+RETURNING {qualified_run_columns("r")}, chosen.recovered, chosen.starts, now(), chosen.due_since
 """
 
 # When the next run becomes claimable (for an idle worker's sleep).
@@ -152,6 +155,8 @@ class Claimed:
     started: bool
     # The database's clock when the claim took it.
     database_now: datetime
+    # When it became claimable: due, woken, or its holder's lease expired.
+    due_since: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +214,7 @@ def claim(*, limit: int, start_now: int, lease_seconds: float, worker_id: str, b
             {**bounds.params, "limit": limit, "start_now": start_now, "lease": lease_seconds, "worker_id": worker_id},
         )
         rows = cur.fetchall()
-    claimed = [Claimed(row_to_run(row), *row[RUN_COLUMN_COUNT : RUN_COLUMN_COUNT + 3]) for row in rows]
+    claimed = [Claimed(row_to_run(row), *row[RUN_COLUMN_COUNT : RUN_COLUMN_COUNT + 4]) for row in rows]
     # UPDATE ... RETURNING does not keep the candidates' order: restore the claim order.
     claimed.sort(key=lambda item: (not item.started, -item.run.priority, item.run.created_at))
     return claimed

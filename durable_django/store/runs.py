@@ -32,13 +32,13 @@ INSERT_RUN = f"""
 WITH inserted AS (
     INSERT INTO durable_run (
         run_id, name, version, status, idempotency_key, coalesce_key, input, tenant_id, retry_policy,
-        queue, priority, parent_run_id, available_at, created_at, updated_at)
+        queue, priority, parent_run_id, available_at, created_at, updated_at, trace_context)
     VALUES (
         %(run_id)s, %(name)s, %(version)s, 'pending', %(idempotency_key)s, %(coalesce_key)s,
         %(input)s::jsonb, %(tenant_id)s, %(retry_policy)s::jsonb, %(queue)s, %(priority)s, %(parent_run_id)s,
         CASE WHEN %(delay)s::float8 IS NULL THEN %(available_at)s::timestamptz
              ELSE now() + make_interval(secs => %(delay)s::float8) END,
-        clock_timestamp(), clock_timestamp())
+        clock_timestamp(), clock_timestamp(), %(trace_context)s::jsonb)
     ON CONFLICT DO NOTHING
     RETURNING *
 ),
