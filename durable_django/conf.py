@@ -32,6 +32,8 @@ class DurableSettings:
     SUMMARY_SECONDS = 60.0
     # How often a worker looks for stranded runs and repairs them (one worker at a time does).
     RECONCILE_SECONDS = 60.0
+    # The address ``durable_worker --metrics-port`` binds (all interfaces by default).
+    METRICS_ADDRESS = "0.0.0.0"
 
     def __getattribute__(self, name: str) -> Any:
         if name.isupper():

@@ -1,13 +1,16 @@
 """What every operator front-end (the admin, the commands) shares beyond the client API.
 
-Retry as a new run, and the bounded reads behind the admin's overview and tenant filter.
+Retry as a new run, the bounded reads behind the admin's overview and tenant filter, and the health checks
+behind ``durable_health`` and the workers page.
 """
 
 from __future__ import annotations
 
 from uuid import UUID
 
+from ..engine import health as health_engine
 from ..engine import submit
+from ..engine.health import CheckResult, UnservedVersion
 from ..exceptions import InvalidInput, RunNotFound
 from ..registry import TASK_PATH_VERSION
 from ..store import overview as overview_store
@@ -15,7 +18,16 @@ from ..store.overview import Overview
 from ..types import Run
 from .runs import get_run
 
-__all__ = ["Overview", "known_tenants", "overview", "retry_as_new_run"]
+__all__ = [
+    "CheckResult",
+    "Overview",
+    "UnservedVersion",
+    "health",
+    "known_tenants",
+    "overview",
+    "retry_as_new_run",
+    "versions_overview",
+]
 
 
 def retry_as_new_run(run_id: str | UUID, *, tenant_id: str | UUID | None = None) -> Run:
@@ -58,3 +70,18 @@ def overview() -> Overview:
 def known_tenants(*, limit: int = 1000) -> list[str]:
     """Tenant ids that own at least one run, in id order, at most ``limit`` of them (an index probe each)."""
     return overview_store.known_tenants(limit=limit)
+
+
+def health(*, max_oldest_pending: float | None = None) -> list[CheckResult]:
+    """The health checks, one result each: database, migrations, workers, [oldest-pending,] stranded, versions.
+
+    Args:
+        max_oldest_pending: seconds a due run may wait to be claimed; None leaves that check out.
+    """
+    return health_engine.run_checks(max_oldest_pending=max_oldest_pending)
+
+
+def versions_overview() -> tuple[dict[str, list[int]], list[UnservedVersion]]:
+    """The versions live workers register (function -> versions), and the due runs' versions none of them does."""
+    workers = health_engine.live_workers()
+    return health_engine.live_versions(workers), health_engine.unserved_versions(workers)

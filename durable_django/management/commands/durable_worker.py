@@ -1,13 +1,17 @@
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from ...conf import durable_settings
 from ...engine.preflight import ensure_migrated
-from ...exceptions import MigrationsNotApplied
+from ...exceptions import ExtraNotInstalled, MigrationsNotApplied
 from ...worker import Worker, WorkerOptions
 from ...worker.shutdown import install_shutdown_handlers
-from ..arguments import name_list, non_negative_float, positive_int, tenant
+from ..arguments import name_list, non_negative_float, port, positive_int, tenant
+
+if TYPE_CHECKING:
+    from ...worker.metrics import WorkerMetrics
 
 
 class Command(BaseCommand):
@@ -26,14 +30,29 @@ class Command(BaseCommand):
             default=30.0,
             help="seconds to let attempts finish after SIGTERM before releasing them",
         )
+        parser.add_argument(
+            "--metrics-port",
+            type=port,
+            help="serve Prometheus metrics on this port at /metrics (DURABLE['METRICS_ADDRESS'], all interfaces "
+            "by default); needs the prometheus extra",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         _configure_logging(options["verbosity"])
+        metrics = _metrics() if options["metrics_port"] is not None else None
         try:
             ensure_migrated()
         except MigrationsNotApplied as exc:
             raise CommandError(str(exc)) from None
         _warn_unknown_functions(options["functions"])
+        if metrics is not None:
+            address = durable_settings.METRICS_ADDRESS
+            try:
+                metrics.serve(options["metrics_port"], address)
+            except OSError as exc:
+                raise CommandError(
+                    f"--metrics-port: cannot serve on {address}:{options['metrics_port']}: {exc}"
+                ) from None
         worker = Worker(
             WorkerOptions(
                 concurrency=options["concurrency"],
@@ -43,7 +62,8 @@ class Command(BaseCommand):
                 burst=options["burst"],
                 grace=options["grace"],
                 scheduler=not options["no_scheduler"],
-            )
+            ),
+            metrics=metrics,
         )
         install_shutdown_handlers(worker)
         worker.run()
@@ -58,6 +78,15 @@ def _configure_logging(verbosity: int) -> None:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logger.addHandler(handler)
     logger.setLevel({0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG))
+
+
+def _metrics() -> "WorkerMetrics":
+    """The worker's Prometheus metrics; a clear error when the prometheus extra is not installed."""
+    try:
+        from ...worker.metrics import WorkerMetrics
+    except ExtraNotInstalled as exc:
+        raise CommandError(f"--metrics-port: {exc}") from None
+    return WorkerMetrics()
 
 
 def _warn_unknown_functions(names: list[str] | None) -> None:
