@@ -75,7 +75,13 @@ class Reconciler:
         """One pass, unless another worker is reconciling right now; returns the repairs made."""
         repairs = in_transaction(self._pass)
         for repair in repairs:
-            logger.warning("reconciler: run %s %s; %s", repair.run_id, repair.problem, repair.action)
+            logger.warning(
+                "reconciler: run %s %s; %s",
+                repair.run_id,
+                repair.problem,
+                repair.action,
+                extra={"run_id": repair.run_id},
+            )
         return repairs
 
     def stranded(self) -> list[Repair]:

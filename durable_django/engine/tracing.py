@@ -8,9 +8,10 @@ runs; a child run stores its parent's attempt span instead. Each step that
 executes is a child span ``durable.step {name}``; a replayed step is only an
 event on the attempt span (its work was done, and traced, by an earlier one).
 
-The API alone records nothing: spans are exported once the application
-configures an SDK (``opentelemetry-sdk``). Without the API every function here
-returns at its first line.
+The API alone records nothing: spans are made, and exported, once the
+application configures an SDK (``opentelemetry-sdk``); until then an attempt
+costs one check. Without the API every function here returns at its first line,
+and nothing is imported.
 """
 
 from __future__ import annotations
@@ -64,12 +65,20 @@ def context_for_children(attempt: Attempt) -> dict[str, str] | None:
     return attempt.run.trace_context
 
 
+def configured() -> bool:
+    """An SDK (a tracer provider) is configured: without one the API records nothing, so no span is made."""
+    return INSTALLED and not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
 def start_attempt(attempt: Attempt) -> None:
     """Open the attempt's span, a child of the trace context stored on its run (a new trace without one)."""
-    if not INSTALLED:
+    if not configured():
         return
     run = attempt.run
-    parent = _PROPAGATOR.extract(run.trace_context or {}, context=otel_context.Context())
+    # An empty context, not the current one: a run enqueued outside any span starts a trace of its own.
+    parent = otel_context.Context()
+    if run.trace_context:
+        parent = _PROPAGATOR.extract(run.trace_context, context=parent)
     attributes: dict[str, str | int] = {
         "durable.run_id": run.run_id,
         "durable.function": run.name,

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db import DatabaseError, connections
 
@@ -91,25 +91,34 @@ class WorkerMetrics:
         self._gauges = _Gauges()
         self.registry.register(self._gauges)
         self._server: WSGIServer | None = None
+        # The labelled series, looked up once each: labels() costs more than the increment it precedes.
+        self._series: dict[tuple[object, ...], Any] = {}
 
     # -- the engine's observer -----------------------------------------------
+
+    def _labelled(self, metric: Any, *labels: str) -> Any:
+        key = (id(metric), *labels)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = metric.labels(*labels)
+        return series
 
     def attempt_started(self, attempt: Attempt) -> None:
         # One sample per attempt that runs: from when its run became due to the claim that took it.
         if attempt.due_since is not None:
             lag = (attempt.database_now - attempt.due_since).total_seconds()
-            self.queue_lag.labels(attempt.run.queue).observe(max(lag, 0.0))
+            self._labelled(self.queue_lag, attempt.run.queue).observe(max(lag, 0.0))
 
     def step_executed(self, attempt: Attempt) -> None:
-        self.steps.labels(attempt.run.name).inc()
+        self._labelled(self.steps, attempt.run.name).inc()
 
     def attempt_ended(self, attempt: Attempt, outcome: str | None, seconds: float) -> None:
         function = attempt.run.name
         if outcome is None:
-            self.attempts_lost.labels(function).inc()
+            self._labelled(self.attempts_lost, function).inc()
         else:
-            self.attempts.labels(function, outcome).inc()
-        self.attempt_duration.labels(function).observe(seconds)
+            self._labelled(self.attempts, function, outcome).inc()
+        self._labelled(self.attempt_duration, function).observe(seconds)
 
     # -- the worker's own --------------------------------------------------------
 
