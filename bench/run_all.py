@@ -1,6 +1,6 @@
 """Run every benchmark against one PostgreSQL server and print a table of ratios.
 
-Usage: ``python bench/run_all.py [--only store,e2e,peers,sleep,purge] [--runs 5000] ...``
+Usage: ``python bench/run_all.py [--only store,e2e,peers,sleep,purge,obs] [--runs 5000] ...``
 (an embedded pgserver in a temporary directory when DATABASE_URL is unset).
 """
 
@@ -17,7 +17,7 @@ from bench import common
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--only", default="store,e2e,peers,sleep,purge", help="comma-separated benchmarks to run")
+    parser.add_argument("--only", default="store,e2e,peers,sleep,purge,obs", help="comma-separated benchmarks to run")
     parser.add_argument("--store-runs", type=int, default=3000, help="runs for the store vs raw benchmark")
     parser.add_argument("--runs", type=int, default=5000, help="no-op runs for the end-to-end benchmarks")
     parser.add_argument("--step-runs", type=int, default=10, help="runs of 100 steps")
@@ -49,6 +49,10 @@ def main() -> None:
             from bench import bench_purge
 
             bench_purge.main(args.purge_runs, steps=3, batch_size=1000, baseline_seconds=10.0)
+        if "obs" in only:
+            from bench import bench_observability
+
+            bench_observability.main(args.runs)
     finally:
         common.print_table()
 
