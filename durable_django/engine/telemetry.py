@@ -95,5 +95,5 @@ def log_fields(attempt: Attempt, outcome: str | None = None) -> dict[str, Any]:
     """The ``extra`` of a log record about an attempt: any formatter (a JSON one) can emit these fields."""
     fields: dict[str, Any] = {"run_id": attempt.run.run_id, "function": attempt.run.name, "attempt": attempt.token}
     if outcome is not None:
-        fields["outcome"] = outcome
+        fields["outcome"] = str(outcome)
     return fields

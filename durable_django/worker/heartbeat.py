@@ -31,7 +31,7 @@ class Heartbeat(threading.Thread):
         pool: the worker's held attempts.
         halt: set when the worker shuts down.
         on_database: told whether the database answered (True) or could not be reached (False).
-        on_beat: called at every beat, before the renewal (the worker records that it is alive).
+        on_beat: called after every beat's renewal (the worker records that it is alive).
     """
 
     def __init__(
@@ -60,12 +60,17 @@ class Heartbeat(threading.Thread):
             connections.close_all()
 
     def beat(self) -> None:
-        """Renew once, and act on what the renewal says of each held run."""
-        if self.on_beat is not None:
-            try:
-                self.on_beat()
-            except DatabaseError:
-                lifecycle.reset_connection()  # the renewal below tells whether the database answers
+        """Renew once, act on what the renewal says of each held run, then tell the worker it beat."""
+        try:
+            self._renew()
+        finally:
+            if self.on_beat is not None:
+                try:
+                    self.on_beat()
+                except DatabaseError:
+                    lifecycle.reset_connection()  # the renewal tells whether the database answers
+
+    def _renew(self) -> None:
         attempts = self.pool.held()
         if not attempts:
             self._last_renewal = time.monotonic()
