@@ -8,6 +8,7 @@ one (the database, then the migrations) fails with the reason when that one did.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -70,17 +71,21 @@ def live_versions(workers: list[worker_store.LiveWorker]) -> dict[str, list[int]
     return {name: sorted(found) for name, found in sorted(versions.items())}
 
 
-def unserved_versions(workers: list[worker_store.LiveWorker]) -> list[UnservedVersion]:
+def unserved_versions(
+    workers: list[worker_store.LiveWorker], pending: list[health_store.PendingPair] | None = None
+) -> list[UnservedVersion]:
     """(function, version) pairs with due runs (pending, or waits whose deadline passed) no live worker registers.
 
     Django Tasks runs (version 0) are left out: any worker in which their path imports runs them.
+
+    Args:
+        workers: the live workers.
+        pending: the pending pairs, if already read (they are read otherwise).
     """
     window = live_window()
-    unserved = {
-        (pair.name, pair.version)
-        for pair in health_store.pending_pairs(live_within=window)
-        if pair.oldest_run_id is not None and not pair.registered
-    }
+    if pending is None:
+        pending = health_store.pending_pairs(live_within=window)
+    unserved = {(pair.name, pair.version) for pair in pending if pair.oldest_run_id is not None and not pair.registered}
     unserved |= {
         (name, version)
         for name, version, registered in health_store.due_wait_pairs(live_within=window)
@@ -105,16 +110,21 @@ def run_checks(*, max_oldest_pending: float | None = None) -> list[CheckResult]:
         workers = live_workers()
         return _workers(workers)
 
+    @functools.cache
+    def pending() -> list[health_store.PendingPair]:
+        """The pending (function, version) pairs, read once for oldest-pending and versions."""
+        return health_store.pending_pairs(live_within=live_window())
+
     steps: list[tuple[str, Callable[[], CheckResult]]] = [
         ("database", _database),
         ("migrations", _migrations),
         ("workers", check_workers),
     ]
     if max_oldest_pending is not None:
-        steps.append(("oldest-pending", lambda: _oldest_pending(max_oldest_pending)))
+        steps.append(("oldest-pending", lambda: _oldest_pending(pending(), max_oldest_pending)))
     steps += [
         ("stranded", lambda: _stranded(worker_live=bool(workers))),
-        ("versions", lambda: _versions(workers)),
+        ("versions", lambda: _versions(unserved_versions(workers, pending()))),
     ]
     for check, run in steps:
         if blocked is not None:
@@ -165,8 +175,8 @@ def _workers(workers: list[worker_store.LiveWorker]) -> CheckResult:
     )
 
 
-def _oldest_pending(limit: float) -> CheckResult:
-    pairs = [pair for pair in health_store.pending_pairs(live_within=live_window()) if pair.waited_seconds is not None]
+def _oldest_pending(pending: list[health_store.PendingPair], limit: float) -> CheckResult:
+    pairs = [pair for pair in pending if pair.waited_seconds is not None]
     if not pairs:
         return CheckResult("oldest-pending", True, "no run is due and waiting to be claimed")
     oldest = max(pairs, key=lambda pair: pair.waited_seconds or 0.0)
@@ -186,8 +196,7 @@ def _stranded(*, worker_live: bool) -> CheckResult:
     return CheckResult("stranded", False, f"run {first.run_id} {first.problem}{more}")
 
 
-def _versions(workers: list[worker_store.LiveWorker]) -> CheckResult:
-    unserved = unserved_versions(workers)
+def _versions(unserved: list[UnservedVersion]) -> CheckResult:
     if unserved:
         return CheckResult(
             "versions", False, "due runs no live worker can run: " + "; ".join(str(item) for item in unserved)

@@ -197,7 +197,7 @@ def test_health_the_runs_gauge_and_the_workers_page_stay_bounded_on_a_million_ru
             "('host-b:2:bbbbbb', 'host-b', 2, '{\"scale.alpha\": [1], \"scale.beta\": [1, 2]}', 8)"
         )
     waiting = ROWS // 10
-    with django_assert_max_num_queries(12), CaptureQueriesContext(connection) as captured:
+    with django_assert_max_num_queries(9), CaptureQueriesContext(connection) as captured:
         started = time.monotonic()
         results = operations.health(max_oldest_pending=60)
         elapsed = time.monotonic() - started
