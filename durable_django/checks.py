@@ -70,6 +70,14 @@ def check_settings(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
     recoveries = durable_settings.MAX_RECOVERIES
     if not isinstance(recoveries, int) or recoveries < 0:
         errors.append(checks.Error("DURABLE['MAX_RECOVERIES'] must be an integer >= 0.", id="durable_django.E006"))
+    address = durable_settings.METRICS_ADDRESS
+    if not isinstance(address, str):
+        errors.append(
+            checks.Error(
+                "DURABLE['METRICS_ADDRESS'] must be a string: the address --metrics-port binds (\"0.0.0.0\": all).",
+                id="durable_django.E020",
+            )
+        )
     errors.extend(_schedule_errors())
     return errors
 

@@ -39,6 +39,8 @@ class DurableSettings:
     QUEUES: dict[str, Any] = {}
     # How often a worker looks for stranded runs and repairs them (one worker at a time does).
     RECONCILE_SECONDS = 60.0
+    # The address ``durable_worker --metrics-port`` binds (all interfaces by default).
+    METRICS_ADDRESS = "0.0.0.0"
 
     def __getattribute__(self, name: str) -> Any:
         if name.isupper():

@@ -137,3 +137,13 @@ def workers(effects_dir, tmp_path):
     processes = WorkerProcesses(effects_dir, tmp_path)
     yield processes
     processes.stop_all()
+
+
+@pytest.fixture
+def spans():
+    """This process's OpenTelemetry spans, captured in memory by the SDK for the length of the test."""
+    from tests import spans as captured
+
+    exporter = captured.capture()
+    yield exporter
+    captured.release()

@@ -118,3 +118,9 @@ if os.environ.get("DURABLE_TEST_LOG_TIMES"):
     # Timestamps, to line a worker's log up with the faults a test injects (tests/chaos).
     LOGGING["formatters"] = {"timed": {"format": "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"}}
     CONSOLE["formatter"] = "timed"
+
+# A worker started with DURABLE_TEST_SPANS_FILE exports its spans to that file (tests/spans.py).
+if os.environ.get("DURABLE_TEST_SPANS_FILE"):
+    from tests.spans import export_to_file
+
+    export_to_file(os.environ["DURABLE_TEST_SPANS_FILE"])

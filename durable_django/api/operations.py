@@ -1,7 +1,8 @@
 """What every operator front-end (the admin, the commands) shares beyond the client API.
 
-Retry as a new run, and the bounded reads behind the admin's overview and tenant filter,
-which go to ``DURABLE["READ_DATABASE"]`` (a replica) when one is set.
+Retry as a new run, the bounded reads behind the admin's overview, tenant filter and limits (which go
+to ``DURABLE["READ_DATABASE"]``, a replica, when one is set), and the health checks behind
+``durable_health`` and the workers page.
 """
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ from __future__ import annotations
 from uuid import UUID
 
 from ..conf import durable_settings
+from ..engine import health as health_engine
 from ..engine import submit
+from ..engine.health import CheckResult, UnservedVersion
 from ..exceptions import InvalidInput, RunNotFound
 from ..registry import TASK_PATH_VERSION
 from ..store import flow as flow_store
@@ -19,7 +22,19 @@ from ..store.overview import Overview
 from ..types import Run
 from .runs import get_run
 
-__all__ = ["LimitState", "Overview", "held_by_limits", "known_tenants", "limit_state", "overview", "retry_as_new_run"]
+__all__ = [
+    "CheckResult",
+    "LimitState",
+    "Overview",
+    "UnservedVersion",
+    "health",
+    "held_by_limits",
+    "known_tenants",
+    "limit_state",
+    "overview",
+    "retry_as_new_run",
+    "versions_overview",
+]
 
 
 def retry_as_new_run(run_id: str | UUID, *, tenant_id: str | UUID | None = None) -> Run:
@@ -73,3 +88,18 @@ def held_by_limits(*, keys: int = 20) -> list[LimitState]:
 def limit_state(key: str) -> LimitState:
     """How many runs one limit key (a ``Run.held_by`` value) holds back and how many run under it now."""
     return flow_store.key_state(key)
+
+
+def health(*, max_oldest_pending: float | None = None) -> list[CheckResult]:
+    """The health checks, one result each: database, migrations, workers, [oldest-pending,] stranded, versions.
+
+    Args:
+        max_oldest_pending: seconds a due run may wait to be claimed; None leaves that check out.
+    """
+    return health_engine.run_checks(max_oldest_pending=max_oldest_pending)
+
+
+def versions_overview() -> tuple[dict[str, list[int]], list[UnservedVersion]]:
+    """The versions live workers register (function -> versions), and the due runs' versions none of them does."""
+    workers = health_engine.live_workers()
+    return health_engine.live_versions(workers), health_engine.unserved_versions(workers)

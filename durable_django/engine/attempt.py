@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import datetime
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from django.db import DatabaseError
 
@@ -25,6 +25,10 @@ from ..conf import durable_settings
 from ..exceptions import Cancelled, LeaseLost
 from ..store.db import is_disconnect, reset_connection
 from ..types import ClaimedRun
+from . import telemetry
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 logger = logging.getLogger("durable_django.worker")
 
@@ -33,7 +37,14 @@ _T = TypeVar("_T")
 
 
 class Attempt:
-    def __init__(self, claimed: ClaimedRun, database_now: datetime, *, started: bool = True) -> None:
+    def __init__(
+        self,
+        claimed: ClaimedRun,
+        database_now: datetime,
+        *,
+        started: bool = True,
+        due_since: datetime | None = None,
+    ) -> None:
         self.run = claimed.run
         self.token = claimed.token
         self.journal = claimed.journal
@@ -42,6 +53,14 @@ class Attempt:
         self.started = started
         # The database clock at claim time: sleeps compare deadlines against it.
         self.database_now = database_now
+        # When the run became claimable, by the database clock (its queue lag ends at database_now).
+        self.due_since = due_since
+        # What telemetry keeps while the attempt runs: its span, when it began, and the error that failed it.
+        self.span: Span | None = None
+        self.began = 0.0
+        self.error: BaseException | None = None
+        # The heartbeat landed the run cancelled, which stopped this attempt.
+        self.landed_cancelled = False
         # A pivot step is journalled: from here on a cancel is refused, never obeyed.
         self.pivoted = claimed.run.pivoted_at is not None
         self.cancel_requested = claimed.run.cancel_requested_at is not None and not self.pivoted
@@ -83,6 +102,7 @@ class Attempt:
                     "run %s: the database cannot be reached (%s); keeping the write to send again",
                     self.run.run_id,
                     type(exc.__cause__ or exc).__name__,
+                    extra=telemetry.log_fields(self),
                 )
                 reset_connection()
                 time.sleep(backoff)

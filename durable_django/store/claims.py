@@ -45,6 +45,7 @@ _ADMIT = """durable_admit(
 # concurrency or rate key, a limited queue) are claimed or held by the admission, in
 # the same statement; runs a limit holds are not in the claim index at all, and those
 # held by a rate limit whose window has reopened are released and go to the admission.
+# ``due_since`` is when each run became claimable (its queue lag starts there).
 CLAIM_TEMPLATE = f"""
 WITH released AS (
     UPDATE durable_run SET held_by = NULL
@@ -56,17 +57,21 @@ WITH released AS (
         LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
     RETURNING run_id
 ), due_pending AS (
-    SELECT run_id, priority, created_at, false AS recovered, {_LIMITED} FROM durable_run
+    SELECT run_id, priority, created_at, false AS recovered, coalesce(available_at, updated_at) AS due_since,
+           {_LIMITED}
+    FROM durable_run
     WHERE status = 'pending' AND held_by IS NULL AND (available_at IS NULL OR available_at <= now()) {{bounds}}
     ORDER BY priority DESC, created_at
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 ), due_waits AS (
-    SELECT run_id, priority, created_at, false AS recovered, {_LIMITED} FROM durable_run
+    SELECT run_id, priority, created_at, false AS recovered, available_at AS due_since, {_LIMITED} FROM durable_run
     WHERE status = 'waiting' AND available_at <= now() {{bounds}}
     ORDER BY available_at
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 ), expired AS (
-    SELECT run_id, priority, created_at, attempt_started_at IS NOT NULL AS recovered, {_LIMITED} FROM durable_run
+    SELECT run_id, priority, created_at, attempt_started_at IS NOT NULL AS recovered, leased_until AS due_since,
+           {_LIMITED}
+    FROM durable_run
     WHERE status = 'running' AND leased_until < now() {{bounds}}
     ORDER BY leased_until
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED
@@ -92,11 +97,12 @@ WITH released AS (
         updated_at = now()
     FROM chosen
     WHERE r.run_id = chosen.run_id
-    RETURNING {qualified_run_columns("r")}, chosen.recovered, chosen.starts
+    RETURNING {qualified_run_columns("r")}, chosen.recovered, chosen.starts, now(), chosen.due_since
 )
-SELECT *, now() FROM claimed
+SELECT * FROM claimed
 UNION ALL
-SELECT {qualified_run_columns("(admitted.run)")}, admitted.recovered, admitted.started, admitted.database_now
+SELECT {qualified_run_columns("(admitted.run)")}, admitted.recovered, admitted.started, admitted.database_now,
+       admitted.due_since
 FROM {_ADMIT} AS admitted
 """
 
@@ -196,6 +202,8 @@ class Claimed:
     started: bool
     # The database's clock when the claim took it.
     database_now: datetime
+    # When it became claimable: due, woken, or its holder's lease expired.
+    due_since: datetime
 
 
 @dataclass(frozen=True, slots=True)

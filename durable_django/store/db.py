@@ -140,7 +140,7 @@ RUN_COLUMNS = (
     "idempotency_key, coalesce_key, parent_run_id, queue, priority, available_at, leased_until, "
     "created_at, updated_at, cancel_requested_at, cancel_refused_at, error_type, failures, recoveries, "
     "retry_policy::text, waiting_for, pivoted_at, started_at, finished_at, worker_id, attempt_started_at, "
-    "held_by"
+    "held_by, progress::text, trace_context::text"
 )
 RUN_COLUMN_COUNT = RUN_COLUMNS.count(",") + 1
 
@@ -182,6 +182,8 @@ def row_to_run(row: Row) -> Run:
         worker_id,
         attempt_started_at,
         held_by,
+        progress,
+        trace_context,
     ) = row[:RUN_COLUMN_COUNT]
     return Run(
         run_id=run_id,
@@ -215,6 +217,8 @@ def row_to_run(row: Row) -> Run:
         worker_id=worker_id,
         attempt_started_at=attempt_started_at,
         held_by=held_by,
+        progress=from_json(progress),
+        trace_context=from_json(trace_context),
     )
 
 

@@ -32,7 +32,7 @@ _WAKE_IF_DUE = f"""
 _INSERTED_COLUMNS = """
     run_id, name, version, status, idempotency_key, coalesce_key, input, tenant_id, retry_policy,
     queue, priority, parent_run_id, available_at, created_at, updated_at, concurrency_key, concurrency_limit,
-    concurrency_while_waiting, rate_key, rate_limit, rate_per, debounce_key, debounce_until"""
+    concurrency_while_waiting, rate_key, rate_limit, rate_per, debounce_key, debounce_until, trace_context"""
 _INSERTED_VALUES = """
     %(run_id)s, %(name)s, %(version)s, 'pending', %(idempotency_key)s, %(coalesce_key)s,
     %(input)s::jsonb, %(tenant_id)s, %(retry_policy)s::jsonb, %(queue)s, %(priority)s, %(parent_run_id)s,
@@ -40,7 +40,7 @@ _INSERTED_VALUES = """
          ELSE now() + make_interval(secs => %(delay)s::float8) END,
     clock_timestamp(), clock_timestamp(), %(concurrency_key)s, %(concurrency_limit)s,
     %(concurrency_while_waiting)s, %(rate_key)s, %(rate_limit)s, %(rate_per)s, %(debounce_key)s,
-    now() + make_interval(secs => %(debounce_max_wait)s::float8)"""
+    now() + make_interval(secs => %(debounce_max_wait)s::float8), %(trace_context)s::jsonb"""
 
 # Insert a run unless its idempotency key or coalesce key already names one; wake workers.
 INSERT_RUN = f"""

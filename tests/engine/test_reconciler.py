@@ -146,3 +146,42 @@ def test_a_worker_counts_its_repairs_in_its_summary(workers):
     worker.send_signal(15)
     assert worker.wait(timeout=30) == 0
     assert "repaired 1" in workers.output(worker)
+
+
+def test_the_health_checks_question_finds_what_a_full_walk_finds_in_three_statements(django_assert_num_queries):
+    """Reconciler.any_stranded() answers in one statement per kind; it must agree with stranded() on each kind."""
+    signal_waiter = api.enqueue("tests.signal_waiter", {})
+    run_until_idle(functions=["tests.signal_waiter"])
+    parent_of_finished, finished_child = waiting_parent_and_child()
+    orphan_parent, orphan = waiting_parent_and_child()
+    sleeper = api.enqueue("tests.sleeper", {"seconds": 3600})
+    run_until_idle(functions=["tests.sleeper"])
+    healthy = Reconciler()
+    with django_assert_num_queries(3):
+        assert healthy.any_stranded(worker_live=True) == []
+
+    sql(
+        "INSERT INTO durable_signal (run_id, signal, occurrence, value, created_at) "
+        "VALUES (%s, 'approval', 0, '\"yes\"', now())",
+        [signal_waiter.run_id],
+    )
+    sql("UPDATE durable_run SET status = 'succeeded' WHERE run_id = %s", [finished_child])
+    sql("UPDATE durable_run SET status = 'failed' WHERE run_id = %s", [orphan_parent])
+    sql("UPDATE durable_run SET available_at = NULL WHERE run_id = %s", [sleeper.run_id])
+    expired = api.enqueue("tests.noop", {})
+    sql(
+        "UPDATE durable_run SET status = 'running', attempts = 1, leased_until = now() - interval '1 hour' "
+        "WHERE run_id = %s",
+        [expired.run_id],
+    )
+    walked = {repair.run_id for repair in Reconciler().stranded()}
+    with django_assert_num_queries(3):
+        found = Reconciler().any_stranded(worker_live=True)
+    problems = {repair.run_id: repair.problem for repair in found}
+    assert set(problems) == walked | {expired.run_id}
+    assert set(problems) == {signal_waiter.run_id, parent_of_finished, orphan, sleeper.run_id, expired.run_id}
+    assert "more than three leases after its lease expired" in problems[expired.run_id]
+    # With no live worker, a run left running is nobody's to reclaim yet: not counted.
+    with django_assert_num_queries(2):
+        assert expired.run_id not in {repair.run_id for repair in Reconciler().any_stranded(worker_live=False)}
+    assert len(Reconciler().any_stranded(worker_live=True, limit=1)) == 3  # at most one of each kind

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from durable_django.exceptions import DuplicateRegistration, InvalidInput
-from durable_django.management.arguments import duration, name_list, positive_int, tenant
+from durable_django.management.arguments import duration, name_list, port, positive_int, tenant
 from durable_django.registry import Registry
 from durable_django.tenancy import normalize_tenant, scope, unscope
 from durable_django.types import RetryPolicy
@@ -79,7 +79,16 @@ def test_command_argument_types():
     assert duration("45") == timedelta(seconds=45)
     assert name_list("a, b,") == ["a", "b"] and positive_int("3") == 3
     assert tenant(str(uuid.UUID(int=1))) == str(uuid.UUID(int=1))
-    for parse, text in ((duration, "soon"), (positive_int, "0"), (tenant, "acme"), (name_list, ",")):
+    assert port("9100") == 9100 and port("65535") == 65535
+    for parse, text in (
+        (duration, "soon"),
+        (positive_int, "0"),
+        (tenant, "acme"),
+        (name_list, ","),
+        (port, "0"),
+        (port, "65536"),
+        (port, "http"),
+    ):
         with pytest.raises(argparse.ArgumentTypeError):
             parse(text)
 
@@ -109,3 +118,12 @@ def test_system_checks_report_invalid_declared_schedules_and_purge_after(setting
             "timedelta, a number of seconds, or None).",
         ),
     }
+
+
+def test_system_check_refuses_a_metrics_address_that_is_not_text(settings):
+    from durable_django.checks import check_settings
+
+    settings.DURABLE = {**settings.DURABLE, "METRICS_ADDRESS": "127.0.0.1"}
+    assert check_settings() == []
+    settings.DURABLE = {**settings.DURABLE, "METRICS_ADDRESS": ("127.0.0.1", 9100)}
+    assert [error.id for error in check_settings()] == ["durable_django.E020"]
