@@ -76,9 +76,10 @@ FROM (SELECT name, version FROM durable_run WHERE status = 'waiting' AND availab
       ORDER BY available_at LIMIT %(max_due_waits)s) d
 """
 
-# How many runs of one live status are in each queue, reading at most %(cap)s + 1 of them in the order of the
-# status's partial index.
-_LIVE_ORDER = {"pending": "priority DESC, created_at", "running": "leased_until", "waiting": "run_id"}
+# How many runs of one live status are in each queue, reading at most %(cap)s + 1 of them in the order of an
+# index that holds every run of the status (the claim's index leaves held runs out: pending ones go by
+# (status, name, created_at)).
+_LIVE_ORDER = {"pending": "name, created_at", "running": "leased_until", "waiting": "run_id"}
 LIVE_BY_QUEUE = {
     status: f"""
 SELECT queue, count(*) FROM (
