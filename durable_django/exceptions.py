@@ -71,6 +71,10 @@ class MigrationsNotApplied(ImproperlyConfigured):
     """The durable_django migrations are not applied to the durable database."""
 
 
+class ExtraNotInstalled(ImproperlyConfigured):
+    """A feature was asked for whose optional dependency (a durable-django extra) is not installed."""
+
+
 class DurableControlFlow(BaseException):
     """Base of the signals the engine raises through user code.
 

@@ -15,14 +15,15 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 
 from .exceptions import ReadOnlyRecord
-from .states import MAX_PRIORITY, MIN_PRIORITY, RunStatus
-
-# Constraint names are shared with the store, which maps violations by name.
-IDEMPOTENCY_CONSTRAINT = "durable_run_idempotency_key_key"
-COALESCE_CONSTRAINT = "durable_run_coalesce_key_pending"
-DEBOUNCE_CONSTRAINT = "durable_run_debounce_key_pending"
-PRIORITY_CONSTRAINT = "durable_run_priority_range"
-
+from .states import (
+    COALESCE_CONSTRAINT,
+    DEBOUNCE_CONSTRAINT,
+    IDEMPOTENCY_CONSTRAINT,
+    MAX_PRIORITY,
+    MIN_PRIORITY,
+    PRIORITY_CONSTRAINT,
+    RunStatus,
+)
 
 _M = TypeVar("_M", bound=models.Model)
 
@@ -117,6 +118,10 @@ class Run(DurableModel):
     # Fan-in, on a parent whose waiting_for is "children:all" or "children:any": how many awaited
     # children must still land before it wakes (meaningless otherwise).
     awaiting_children = models.IntegerField(null=True, blank=True)
+    # What the handler last reported with ctx.set_progress() (not journalled; the latest write wins).
+    progress = models.JSONField(null=True, blank=True)
+    # The W3C trace context of the code that enqueued the run: its attempts' spans join that trace.
+    trace_context = models.JSONField(null=True, blank=True)
 
     class Meta:
         db_table = "durable_run"
@@ -231,6 +236,13 @@ class Run(DurableModel):
             models.Index(
                 fields=["coalesce_key"], condition=Q(coalesce_key__isnull=False), name="durable_run_coalesce_key"
             ),
+            # Health and the workers page: which (function, version) pairs have pending runs, and since when
+            # each pair's oldest is due, in a few probes per pair whatever the table holds.
+            models.Index(
+                fields=["name", "version", "available_at", "updated_at"],
+                condition=Q(status=RunStatus.PENDING),
+                name="durable_run_pending_versions",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -325,3 +337,29 @@ class Schedule(DurableModel):
 
     def __str__(self) -> str:
         return f"{self.schedule_id} ({self.cron})"
+
+
+class Worker(DurableModel):
+    """A worker process as it records itself: written at start, refreshed with its heartbeat, marked at a
+    graceful stop. One that is killed stops being seen and ages out."""
+
+    worker_id = models.TextField(primary_key=True)
+    host = models.TextField()
+    pid = models.IntegerField()
+    # The queues it claims from; None: every queue.
+    queues = models.JSONField(null=True, blank=True)
+    # The functions it registers: {name: [versions]}.
+    functions = models.JSONField(default=dict)
+    # The one tenant whose runs it claims; None: every tenant.
+    tenant_id = models.UUIDField(null=True, blank=True)
+    concurrency = models.IntegerField()
+    started_at = models.DateTimeField(db_default=Now())
+    last_seen_at = models.DateTimeField(db_default=Now())
+    stopped_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "durable_worker"
+        verbose_name = "worker"
+
+    def __str__(self) -> str:
+        return self.worker_id

@@ -21,6 +21,12 @@ class RunStatus(models.TextChoices):
 # A run's priority range (Django Tasks' own): higher is claimed first.
 MIN_PRIORITY, MAX_PRIORITY = -100, 100
 
+# Constraint names, shared by the models (which declare them) and the store (which maps violations by name).
+IDEMPOTENCY_CONSTRAINT = "durable_run_idempotency_key_key"
+COALESCE_CONSTRAINT = "durable_run_coalesce_key_pending"
+DEBOUNCE_CONSTRAINT = "durable_run_debounce_key_pending"
+PRIORITY_CONSTRAINT = "durable_run_priority_range"
+
 LIVE_STATUSES = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING})
 TERMINAL_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
 

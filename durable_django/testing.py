@@ -14,7 +14,10 @@ package) when ``DATABASE_URL`` is unset.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from uuid import UUID
 
@@ -36,7 +39,8 @@ def ensure_database_url(data_dir: str | None = None, *, keep: bool = False) -> s
     if url:
         return url
     try:
-        from pgserver.postgres_server import get_server
+        with _runtime_dir():
+            from pgserver.postgres_server import get_server
     except ImportError as exc:  # pragma: no cover - depends on the interpreter
         raise RuntimeError(
             "DATABASE_URL is unset and the pgserver package is not installed "
@@ -50,6 +54,39 @@ def ensure_database_url(data_dir: str | None = None, *, keep: bool = False) -> s
     url = server.get_uri()
     os.environ["DATABASE_URL"] = url
     return url
+
+
+@contextmanager
+def _runtime_dir() -> Iterator[None]:
+    """Name a runtime directory for pgserver while it is imported, when the session has none.
+
+    pgserver keeps its lock file in platformdirs' user runtime directory, read
+    when it is imported. Without ``XDG_RUNTIME_DIR`` (containers, CI, ``su``)
+    platformdirs warns (``RuntimeDirWarning``) and falls back to
+    ``runtime-<uid>`` in the temporary directory. This names such a directory
+    there, private as the XDG spec asks, so nothing warns; one that is not ours
+    is left alone, and then the warning is about a real problem.
+    """
+    if os.environ.get("XDG_RUNTIME_DIR") or os.name != "posix":
+        yield
+        return
+    path = os.path.join(tempfile.gettempdir(), f"runtime-{os.geteuid()}")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        info = os.lstat(path)
+        ours = stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
+        if ours:
+            os.chmod(path, 0o700)  # as platformdirs repairs its fallback (older releases made it 0755)
+    except OSError:
+        ours = False
+    if not ours:
+        yield
+        return
+    os.environ["XDG_RUNTIME_DIR"] = path
+    try:
+        yield
+    finally:
+        del os.environ["XDG_RUNTIME_DIR"]
 
 
 def run_until_idle(

@@ -111,6 +111,10 @@ class Run:
     held_by: str | None = None
     # A run not finished by this instant ends failed with DeadlineExceeded (see enqueue(deadline=...)).
     deadline: datetime | None = None
+    # What the handler last reported with ctx.set_progress(), kept across attempts.
+    progress: Any = None
+    # The W3C trace context (traceparent, tracestate) of the code that enqueued the run, if it was traced.
+    trace_context: dict[str, str] | None = None
 
     @property
     def is_live(self) -> bool:

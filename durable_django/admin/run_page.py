@@ -58,7 +58,12 @@ def run_page_context(model_admin: RunAdmin, request: HttpRequest, run: Run) -> d
     values: Mapping[str, Any] = (
         Run.objects.using(alias)
         .filter(pk=run.pk)
-        .values(**json_excerpt("input", MAX_JSON_CHARS), **json_excerpt("output", MAX_JSON_CHARS), **error_excerpt())
+        .values(
+            **json_excerpt("input", MAX_JSON_CHARS),
+            **json_excerpt("output", MAX_JSON_CHARS),
+            **json_excerpt("progress", MAX_JSON_CHARS),
+            **error_excerpt(),
+        )
         .get()
     )
     run_signals = Signal.objects.using(alias).filter(run_id=run.run_id)
@@ -85,6 +90,7 @@ def run_page_context(model_admin: RunAdmin, request: HttpRequest, run: Run) -> d
         "input_json": cut_text(values["input_text"], values["input_chars"]) or "null",
         "error_traceback": readable_traceback(error) if error else None,
         "output_json": output if output is not None else ("null" if run.status == "succeeded" else None),
+        "progress_json": cut_text(values["progress_text"], values["progress_chars"]),
         "parent_exists": run.parent_run_id and Run.objects.using(alias).filter(pk=run.parent_run_id).exists(),
         "children": [(child, status_badge(child.status)) for child in children[:MAX_CHILD_ROWS]],
         "more_children": len(children) > MAX_CHILD_ROWS,

@@ -21,7 +21,7 @@ from ..states import CancelOutcome, RunStatus
 from ..store import journal as journal_store
 from ..store import landing
 from ..store import runs as run_store
-from ..store.db import DONE_CHANNEL, listening
+from ..store.db import watching_landings
 from ..tenancy import normalize_tenant
 from ..types import Run, RunPage
 from ..values import integer, json_text, seconds, text
@@ -201,6 +201,8 @@ def wait_for_result(
 
     It LISTENs before it reads, on a connection of its own, so a landing between
     the two is never missed, and reads what is committed, as a worker sees it.
+    Behind a transaction pooler with no ``DURABLE["LISTEN_DATABASE"]`` it polls
+    instead, from every 50 ms up to every ``POLL_SECONDS``.
 
     Raises:
         RunNotFound: no such run is visible to ``tenant_id``.
@@ -211,9 +213,9 @@ def wait_for_result(
     run_id, tenant = run_id_of(run_id), normalize_tenant(tenant_id)
     limit = seconds(timeout, what="timeout")
     deadline = None if limit is None else time.monotonic() + limit
-    with listening([DONE_CHANNEL]) as conn:
+    with watching_landings() as watch:
         while True:
-            run = run_store.get_run_committed(conn, run_id, tenant)
+            run = run_store.get_run_committed(watch.session, run_id, tenant)
             if run is None:
                 if run_store.get_run(run_id, tenant) is not None:
                     raise InvalidInput(
@@ -228,10 +230,7 @@ def wait_for_result(
             if remaining is not None and remaining <= 0:
                 raise TimeoutError(f"run {run_id} is still {run.status} after {limit}s")
             # Re-read when this run lands, and every few seconds as a fallback.
-            wait = 5.0 if remaining is None else min(remaining, 5.0)
-            for notify in conn.notifies(timeout=wait):
-                if notify.payload == run_id:
-                    break
+            watch.wait(run_id, 5.0 if remaining is None else min(remaining, 5.0))
 
 
 def list_runs(

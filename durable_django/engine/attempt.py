@@ -25,7 +25,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import datetime
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from django.db import DatabaseError
 
@@ -33,6 +33,10 @@ from ..conf import durable_settings
 from ..exceptions import Cancelled, DeadlineReached, LeaseLost
 from ..store.db import is_disconnect, reset_connection
 from ..types import ClaimedRun
+from . import telemetry
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 logger = logging.getLogger("durable_django.worker")
 
@@ -41,7 +45,14 @@ _T = TypeVar("_T")
 
 
 class Attempt:
-    def __init__(self, claimed: ClaimedRun, database_now: datetime, *, started: bool = True) -> None:
+    def __init__(
+        self,
+        claimed: ClaimedRun,
+        database_now: datetime,
+        *,
+        started: bool = True,
+        due_since: datetime | None = None,
+    ) -> None:
         self.run = claimed.run
         self.token = claimed.token
         self.journal = claimed.journal
@@ -50,6 +61,14 @@ class Attempt:
         self.started = started
         # The database clock at claim time: sleeps compare deadlines against it.
         self.database_now = database_now
+        # When the run became claimable, by the database clock (its queue lag ends at database_now).
+        self.due_since = due_since
+        # What telemetry keeps while the attempt runs: its span, when it began, and the error that failed it.
+        self.span: Span | None = None
+        self.began = 0.0
+        self.error: BaseException | None = None
+        # The heartbeat landed the run cancelled, which stopped this attempt.
+        self.landed_cancelled = False
         # A pivot step is journalled: from here on a cancel is refused, never obeyed.
         self.pivoted = claimed.run.pivoted_at is not None
         self.cancel_requested = claimed.run.cancel_requested_at is not None and not self.pivoted
@@ -69,9 +88,12 @@ class Attempt:
         )
         # The function's timeout in seconds (None: none); set by whoever executes the attempt.
         self.timeout: float | None = None
-        self.began: float | None = None
+        # When the handler was called (monotonic): the timeout counts from here.
+        self.handler_began: float | None = None
         # The attempt overstayed a limit and was ended by the worker: its thread writes nothing more.
         self.overstayed = False
+        # Its outcome was reported (telemetry): by its own thread, or by the worker that ended an overstay.
+        self._reported = False
 
     @property
     def held(self) -> tuple[str, int]:
@@ -101,6 +123,7 @@ class Attempt:
                     "run %s: the database cannot be reached (%s); keeping the write to send again",
                     self.run.run_id,
                     type(exc.__cause__ or exc).__name__,
+                    extra=telemetry.log_fields(self),
                 )
                 reset_connection()
                 time.sleep(backoff)
@@ -121,16 +144,16 @@ class Attempt:
 
     def begin(self) -> None:
         """The handler is about to be called: its timeout counts from now."""
-        self.began = time.monotonic()
+        self.handler_began = time.monotonic()
 
     def past_deadline(self) -> bool:
         return self.deadline_at is not None and time.monotonic() >= self.deadline_at
 
     def timeout_at(self) -> float | None:
         """When the function's timeout ends this attempt (monotonic), if it has one and has begun."""
-        if self.timeout is None or self.began is None:
+        if self.timeout is None or self.handler_began is None:
             return None
-        return self.began + self.timeout
+        return self.handler_began + self.timeout
 
     def overstay_at(self) -> float | None:
         """The first instant (monotonic) at which a time limit ends this attempt, if any."""
@@ -149,6 +172,12 @@ class Attempt:
             self.overstayed = True
         self.stop(lost=True)
         return True
+
+    def first_report(self) -> bool:
+        """True once only: whoever ends the attempt first reports its outcome (a stuck thread may never)."""
+        with self._lock:
+            first, self._reported = not self._reported, True
+            return first
 
     def where(self) -> str:
         """The handler thread's stack as it is now (where a stuck handler is stuck), or ""."""

@@ -8,6 +8,7 @@ otherwise the work is done and journalled under the claim's fence token.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -19,13 +20,17 @@ from .. import faults
 from ..exceptions import Cancelled, InvalidInput, StepResultNotSerializable, Suspended
 from ..journal_ids import StepId
 from ..store import journal as journal_store
+from ..store import progress as progress_store
 from ..store.db import connection
 from ..types import ChildResult, RetryPolicy, Run
 from ..values import aware, integer, json_text, seconds, text
-from . import submit
+from . import submit, telemetry, tracing
 from .attempt import Attempt
 
 _SPAWN_FORBIDDEN = ("idempotency_key", "idempotency_keys", "coalesce_key", "debounce", "tenant_id", "parent_run_id")
+
+# The most a run's progress may hold: its JSON text, in bytes (UTF-8).
+MAX_PROGRESS_BYTES = 64 * 1024
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -152,18 +157,25 @@ class Context(RunFacts):
     def _enter(self, name: object, occurrence: object) -> str:
         """Raise the stop this attempt owes, refuse a call from inside the handler's own transaction,
         and return the call's step id."""
+        self._check()
+        sid = StepId.of(self._run.version, name, occurrence)
+        self._outside_handler_transaction(f"ctx.{sid.name!r}")
+        return str(sid)
+
+    def _check(self) -> None:
+        """Raise the stop this attempt owes (cancel, lost lease, earlier suspension)."""
         if self.suspended:
             raise Suspended()
         self._attempt.check()
-        sid = StepId.of(self._run.version, name, occurrence)
+
+    def _outside_handler_transaction(self, call: str) -> None:
         if len(connection().atomic_blocks) > self._atomic_depth:
             # The journal write would join the handler's transaction: a suspension could roll
             # back its own record, and a step's value could vanish with the handler's rollback.
             raise InvalidInput(
-                f"ctx.{sid.name!r} was called inside a transaction.atomic() block the handler opened: durable "
+                f"{call} was called inside a transaction.atomic() block the handler opened: durable "
                 "context calls write their own transactions; call them outside the block"
             )
-        return str(sid)
 
     def _record(self, sid: str, name: str, value: object, pivot: bool) -> Any:
         try:
@@ -193,19 +205,44 @@ class Context(RunFacts):
         with self._attempt.engine_code():
             sid = self._enter(name, occurrence)
             if sid in self._attempt.journal:
+                telemetry.step_replayed(self._attempt, name)
                 return self._attempt.journal[sid]
-        if pivot:
-            with self._attempt.pivot():
-                with self._attempt.user_code():
-                    value = fn()
-                faults.reach("step.returned")
-                with self._attempt.engine_code():
-                    return self._record(sid, name, value, pivot)
-        with self._attempt.user_code():
-            value = fn()
-        faults.reach("step.returned")
+        with telemetry.step(self._attempt, name, occurrence):
+            if pivot:
+                with self._attempt.pivot():
+                    with self._attempt.user_code():
+                        value = fn()
+                    faults.reach("step.returned")
+                    with self._attempt.engine_code():
+                        return self._record(sid, name, value, pivot)
+            with self._attempt.user_code():
+                value = fn()
+            faults.reach("step.returned")
+            with self._attempt.engine_code():
+                return self._record(sid, name, value, pivot)
+
+    def set_progress(self, value: object) -> None:
+        """Store ``value`` (JSON, at most 64 KiB) as the run's progress: written at once, fenced, not journalled.
+
+        The latest write wins and it is kept across attempts; a replay does not
+        return it. Use it to show how far a run has got (``Run.progress``, the admin).
+
+        Raises:
+            InvalidInput: the value is not JSON, holds a NUL character, or is larger than 64 KiB.
+        """
         with self._attempt.engine_code():
-            return self._record(sid, name, value, pivot)
+            self._check()
+            encoded = json_text(value, what="progress")
+            size = len(encoded.encode())
+            if size > MAX_PROGRESS_BYTES:
+                raise InvalidInput(
+                    f"progress of run {self._run.run_id} is {size:,} bytes of JSON; at most {MAX_PROGRESS_BYTES:,} "
+                    "are stored",
+                    run_id=self._run.run_id,
+                )
+            self._outside_handler_transaction("ctx.set_progress()")
+            if self._attempt.persist(progress_store.set_progress, self._run.run_id, self._attempt.token, encoded):
+                self._attempt.cancel_requested = True
 
     # -- suspensions -------------------------------------------------------
 
@@ -294,6 +331,8 @@ class Context(RunFacts):
                 ),
                 f"spawn:{self._run.run_id}:{sid}",
             )
+            # The child's spans join its parent's attempt span, whatever thread the handler runs on.
+            params["trace_context"] = submit.trace_context_json(tracing.context_for_children(self._attempt))
             child_id = self._attempt.persist(journal_store.spawn, self._run.run_id, self._attempt.token, sid, params)
             self._attempt.journal[sid] = child_id
             return child_id
@@ -329,6 +368,8 @@ class Context(RunFacts):
             )
             if not batch.positions:
                 return []
+            # The children's spans join their parent's attempt span, as a spawned child's do.
+            batch.params["trace_context"] = submit.trace_context_json(tracing.context_for_children(self._attempt))
             child_ids = self._attempt.persist(
                 journal_store.spawn_many, self._run.run_id, self._attempt.token, sid, batch.params, batch.positions
             )
@@ -444,17 +485,25 @@ class AsyncContext(RunFacts):
     async def step(self, name: str, fn: Callable[[], Any], *, occurrence: int = 0, pivot: bool = False) -> Any:
         sid = await self._off_loop(self._sync._enter, name, occurrence)
         if sid in self._attempt.journal:
+            telemetry.step_replayed(self._attempt, name)
             return self._attempt.journal[sid]
-        call: Callable[[], Awaitable[Any]] = (
-            fn if inspect.iscoroutinefunction(fn) else functools.partial(self._off_loop, fn)
-        )
-        if pivot:
-            # As in the sync context: a requested cancel waits until the pivot's value is journalled.
-            with self._attempt.pivot():
-                value = await call()
-                return await self._off_loop(self._sync._record, sid, name, value, pivot)
-        value = await call()
-        return await self._off_loop(self._sync._record, sid, name, value, pivot)
+        with telemetry.step(self._attempt, name, occurrence):
+            # A plain fn runs on the database thread in a copy of this context, so its spans nest in the step's.
+            call: Callable[[], Awaitable[Any]] = (
+                fn
+                if inspect.iscoroutinefunction(fn)
+                else functools.partial(self._off_loop, contextvars.copy_context().run, fn)
+            )
+            if pivot:
+                # As in the sync context: a requested cancel waits until the pivot's value is journalled.
+                with self._attempt.pivot():
+                    value = await call()
+                    return await self._off_loop(self._sync._record, sid, name, value, pivot)
+            value = await call()
+            return await self._off_loop(self._sync._record, sid, name, value, pivot)
+
+    async def set_progress(self, value: object) -> None:
+        return await self._off_loop(self._sync.set_progress, value)
 
     async def sleep_for(self, name: str, delay: timedelta | float, *, occurrence: int = 0) -> None:
         return await self._off_loop(self._sync.sleep_for, name, delay, occurrence=occurrence)

@@ -28,6 +28,7 @@ from ..registry import Handler, registry
 from ..store import landing
 from ..store.db import connection
 from ..values import json_text
+from . import telemetry, tracing
 from .attempt import Attempt
 from .context import AsyncContext, Context
 
@@ -70,9 +71,20 @@ def report_success(attempt: Attempt, landed: bool) -> Outcome:
     """Log how a successful attempt's landing went; returns its outcome."""
     run = attempt.run
     if not landed:
-        logger.warning("run %s: completion refused, its lease was taken over", run.run_id)
+        logger.warning(
+            "run %s: completion refused, its lease was taken over",
+            run.run_id,
+            extra=telemetry.log_fields(attempt, Outcome.LOST),
+        )
         return Outcome.LOST
-    logger.info("run %s (%s v%s) succeeded on attempt %s", run.run_id, run.name, run.version, attempt.token)
+    logger.info(
+        "run %s (%s v%s) succeeded on attempt %s",
+        run.run_id,
+        run.name,
+        run.version,
+        attempt.token,
+        extra=telemetry.log_fields(attempt, Outcome.SUCCEEDED),
+    )
     return Outcome.SUCCEEDED
 
 
@@ -88,12 +100,28 @@ def complete_now(attempt: Attempt, output: str) -> Outcome:
 
 
 def execute(attempt: Attempt, *, land_success: Callable[[Attempt, str], Outcome] = complete_now) -> Outcome:
-    """Run the handler once and land what it did.
+    """Run the handler once and land what it did; the attempt is reported once its outcome is known.
 
     Args:
         attempt: the claimed run and its fence token.
-        land_success: called with (attempt, output JSON) when the handler returned.
+        land_success: called with (attempt, output JSON) when the handler returned; one that returns
+            ``Outcome.LANDING`` reports the attempt itself once it has landed it.
     """
+    telemetry.attempt_started(attempt)
+    try:
+        with tracing.current(attempt):
+            outcome = _execute(attempt, land_success)
+    except BaseException:
+        if not attempt.overstayed:
+            telemetry.attempt_ended(attempt, Outcome.ERROR)
+        raise
+    # An attempt a time limit ended is the worker's to land and report (time_limits.land_overstay).
+    if outcome != Outcome.LANDING and not attempt.overstayed:
+        telemetry.attempt_ended(attempt, outcome)
+    return outcome
+
+
+def _execute(attempt: Attempt, land_success: Callable[[Attempt, str], Outcome]) -> Outcome:
     run = attempt.run
     if attempt.cancel_requested:
         # Cancel requested while nobody held it (its worker died): land it without calling the body.
@@ -126,10 +154,23 @@ def execute(attempt: Attempt, *, land_success: Callable[[Attempt, str], Outcome]
         # The handler returned: from here a requested cancel no longer stops it (the completion wins).
         attempt.finish()
     except Suspended:
-        logger.info("run %s (%s v%s) suspended", run.run_id, run.name, run.version)
+        logger.info(
+            "run %s (%s v%s) suspended",
+            run.run_id,
+            run.name,
+            run.version,
+            extra=telemetry.log_fields(attempt, Outcome.SUSPENDED),
+        )
         return Outcome.SUSPENDED
     except LeaseLost:
-        logger.warning("run %s lost its lease; attempt %s stopped without writing", run.run_id, attempt.token)
+        if attempt.landed_cancelled:
+            return Outcome.CANCELLED  # the heartbeat landed it cancelled (and logged it)
+        logger.warning(
+            "run %s lost its lease; attempt %s stopped without writing",
+            run.run_id,
+            attempt.token,
+            extra=telemetry.log_fields(attempt, Outcome.LOST),
+        )
         return Outcome.LOST
     except Cancelled:
         return _cancel(attempt)
@@ -137,10 +178,16 @@ def execute(attempt: Attempt, *, land_success: Callable[[Attempt, str], Outcome]
         return Outcome.LOST if attempt.lost else fail_deadline(attempt)
     except BaseException as exc:  # noqa: BLE001 - every failure of user code is data
         if isinstance(exc, asyncio.CancelledError) and (attempt.lost or attempt.cancel_requested):
+            if attempt.landed_cancelled:
+                return Outcome.CANCELLED
             return Outcome.LOST if attempt.lost else _cancel(attempt)
         return fail_attempt(attempt, exc)
     if ctx.suspended:
-        logger.warning("run %s: the handler caught its suspension and returned; the value is dropped", run.run_id)
+        logger.warning(
+            "run %s: the handler caught its suspension and returned; the value is dropped",
+            run.run_id,
+            extra=telemetry.log_fields(attempt, Outcome.SUSPENDED),
+        )
         return Outcome.SUSPENDED
     if attempt.lost:
         return Outcome.LOST
@@ -175,7 +222,13 @@ def _cancel(attempt: Attempt) -> Outcome:
     status = attempt.persist(landing.cancel_held, run.run_id, attempt.token, run.parent_run_id)
     if status is None:
         return Outcome.LOST
-    logger.info("run %s (%s v%s) cancelled", run.run_id, run.name, run.version)
+    logger.info(
+        "run %s (%s v%s) cancelled",
+        run.run_id,
+        run.name,
+        run.version,
+        extra=telemetry.log_fields(attempt, Outcome.CANCELLED),
+    )
     return Outcome.CANCELLED
 
 
@@ -205,6 +258,7 @@ def fail_deadline(attempt: Attempt) -> Outcome:
 def fail_attempt(attempt: Attempt, exc: BaseException, *, final: bool = False, counts: bool = True) -> Outcome:
     """Land a failed attempt: retried after the policy's delay, or failed (cancelled if a cancel was requested)."""
     run = attempt.run
+    attempt.error = exc
     policy = run.retry_policy
     failures = run.failures + (1 if counts else 0)
     final = final or failures >= policy.max_attempts
@@ -231,10 +285,24 @@ def fail_attempt(attempt: Attempt, exc: BaseException, *, final: bool = False, c
             attempt.token,
             exception_path(exc),
             delay,
+            extra=telemetry.log_fields(attempt, telemetry.outcome_of(attempt, Outcome.RETRYING)),
         )
         return Outcome.RETRYING
     if status == "cancelled":
-        logger.info("run %s (%s v%s) cancelled after a failed attempt", run.run_id, run.name, run.version)
+        logger.info(
+            "run %s (%s v%s) cancelled after a failed attempt",
+            run.run_id,
+            run.name,
+            run.version,
+            extra=telemetry.log_fields(attempt, Outcome.CANCELLED),
+        )
         return Outcome.CANCELLED
-    logger.info("run %s (%s v%s) failed: %s", run.run_id, run.name, run.version, exception_path(exc))
+    logger.info(
+        "run %s (%s v%s) failed: %s",
+        run.run_id,
+        run.name,
+        run.version,
+        exception_path(exc),
+        extra=telemetry.log_fields(attempt, telemetry.outcome_of(attempt, Outcome.FAILED)),
+    )
     return Outcome.FAILED

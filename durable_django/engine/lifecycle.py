@@ -8,6 +8,8 @@ releases what it will not run and lands held runs cancelled, all through here.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 from dataclasses import dataclass, field
 
 from django.db import DatabaseError
@@ -15,7 +17,8 @@ from django.db import DatabaseError
 from ..conf import durable_settings
 from ..exceptions import OutputNotStored
 from ..registry import registry
-from ..store import claims, journal, landing
+from ..store import claims, health, journal, landing
+from ..store import workers as worker_store
 from ..store.claims import ClaimBounds as ClaimBounds  # the worker's (re-exported: it never imports the store)
 from ..store.claims import Renewal
 from ..store.db import WAKE_CHANNEL as WAKE_CHANNEL  # the worker's
@@ -23,7 +26,9 @@ from ..store.db import is_disconnect
 from ..store.db import listening as listening  # the worker's
 from ..store.db import reset_connection as reset_connection  # the worker's, and used here
 from ..store.schedules import database_now as database_now  # the worker's clock for its cutoffs
+from ..store.workers import WorkerIdentity as WorkerIdentity  # the worker's
 from ..types import ClaimedRun
+from . import telemetry
 from .attempt import Attempt
 from .execute import Outcome, fail_attempt, finished, report_success
 
@@ -62,6 +67,7 @@ def claim(
             ),
             item.database_now,
             started=item.started,
+            due_since=item.due_since,
         )
         attempt.timeout = registry.timeout_of(item.run.name, item.run.version)
         attempts.append(attempt)
@@ -108,6 +114,13 @@ def land_successes(batch: list[tuple[Attempt, str]]) -> LandingReport:
     each run lands on its own, so one run the database will not store fails
     alone, for good, with the database's error, and the others succeed.
     """
+    report = _land(batch)
+    for attempt, outcome in report.outcomes.items():
+        telemetry.attempt_ended(attempt, outcome)
+    return report
+
+
+def _land(batch: list[tuple[Attempt, str]]) -> LandingReport:
     report = LandingReport()
     try:
         landed = landing.complete_many([finished(attempt, output) for attempt, output in batch])
@@ -150,7 +163,47 @@ def release(attempts: list[Attempt]) -> int:
 
 def cancel_held(attempt: Attempt) -> bool:
     """Land a held run cancelled (its cancel was requested); False if the fence or a pivot refused it."""
-    return landing.cancel_held(*attempt.held, attempt.run.parent_run_id) is not None
+    attempt.landed_cancelled = landing.cancel_held(*attempt.held, attempt.run.parent_run_id) is not None
+    return attempt.landed_cancelled
+
+
+def runs_by_status_and_queue() -> dict[tuple[str, str], int]:
+    """Runs per (status, queue), at a cost that does not grow with the table (exact for small live sets)."""
+    return health.runs_by_status_and_queue()
+
+
+def worker_identity(
+    *, worker_id: str, functions: list[str] | None, queues: list[str] | None, tenant_id: str | None, concurrency: int
+) -> WorkerIdentity:
+    """What a worker records about itself: where it runs, and the (function, version) pairs it can claim."""
+    registered: dict[str, list[int]] = {}
+    for name, version in registry.pairs(functions):
+        registered.setdefault(name, []).append(version)
+    return WorkerIdentity(
+        worker_id=worker_id,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        queues=queues,
+        functions={name: sorted(versions) for name, versions in registered.items()},
+        tenant_id=tenant_id,
+        concurrency=concurrency,
+    )
+
+
+def worker_started(identity: WorkerIdentity) -> None:
+    """Record a starting worker, and forget the workers gone for more than a day."""
+    worker_store.prune()
+    worker_store.seen(identity)
+
+
+def worker_seen(identity: WorkerIdentity) -> None:
+    """The worker is alive (its heartbeat): seen now."""
+    worker_store.seen(identity)
+
+
+def worker_stopped(worker_id: str) -> None:
+    """The worker stopped gracefully: it is listed as gone at once, not after three leases."""
+    worker_store.stopped(worker_id)
 
 
 def database_unreachable(exc: BaseException) -> bool:

@@ -88,7 +88,13 @@ class Reconciler:
         """One pass, unless another worker is reconciling right now; returns the repairs made."""
         repairs = in_transaction(self._pass)
         for repair in repairs:
-            logger.warning("reconciler: run %s %s; %s", repair.run_id, repair.problem, repair.action)
+            logger.warning(
+                "reconciler: run %s %s; %s",
+                repair.run_id,
+                repair.problem,
+                repair.action,
+                extra={"run_id": repair.run_id},
+            )
         return repairs
 
     def stranded(self) -> list[Repair]:
@@ -113,6 +119,31 @@ class Reconciler:
                 3 * durable_settings.LEASE_SECONDS, durable_settings.MAX_RECOVERIES, self.chunk
             )
         ]
+        return found
+
+    def any_stranded(self, *, worker_live: bool, limit: int = 20) -> list[Repair]:
+        """Some runs in a state that must not exist (none if there is none), in a few bounded statements.
+
+        Unlike :meth:`stranded` it does not walk the table chunk by chunk: each
+        kind is one statement over the live runs of that kind, through their
+        partial indexes, stopping at the first ``limit`` it finds. A run left
+        running long past its lease counts while a worker is live (one would
+        have reclaimed it), whatever its recoveries.
+        """
+        found = [
+            Repair(run.run_id, problem, "")
+            for run in reconcile.stranded_waits(limit)
+            if (problem := stranded_wait(run)) is not None
+        ]
+        found += [
+            Repair(run_id, f"is live while its parent {parent} has finished", "")
+            for run_id, parent in reconcile.stranded_children(limit)
+        ]
+        if worker_live:
+            found += [
+                Repair(run_id, "is still running more than three leases after its lease expired", "")
+                for run_id in reconcile.long_expired(3 * durable_settings.LEASE_SECONDS, limit)
+            ]
         return found
 
     def _pass(self) -> list[Repair]:

@@ -19,6 +19,7 @@ from ..store import runs as run_store
 from ..tenancy import normalize_tenant, scope
 from ..types import RetryPolicy, Run
 from ..values import aware, integer, json_text, seconds, text
+from . import tracing
 
 # Keys the engine makes for itself: a spawned child's and a schedule tick's. A caller's key
 # may not start with these, or it could take (or pre-empt) a run the engine means to make.
@@ -179,6 +180,11 @@ def build_task_run(
     )
 
 
+def trace_context_json(carrier: dict[str, str] | None) -> str | None:
+    """A trace context as the run stores it (jsonb), or None."""
+    return None if carrier is None else json.dumps(carrier)
+
+
 def with_engine_key(params: dict[str, Any], key: str) -> dict[str, Any]:
     """``params`` keyed by an engine-made key (reserved prefix), scoped to the run's tenant."""
     return {**params, "idempotency_key": scope(key, params["tenant_id"], what="idempotency_key")}
@@ -226,6 +232,8 @@ def _params(
         "delay": delay_seconds,
         "available_at": when,
         **deadline_params(deadline),
+        # The caller's span, if it is traced: the run's attempts become its children.
+        "trace_context": trace_context_json(tracing.current_context()),
     }
 
 

@@ -19,6 +19,7 @@ import logging
 
 from ..exceptions import AttemptTimedOut, DeadlineExceeded
 from ..store import landing
+from . import telemetry
 from .attempt import Attempt
 from .execute import Outcome, deadline_error, exception_path, fail_attempt, fail_deadline, format_error
 
@@ -76,12 +77,22 @@ def land_overstay(attempt: Attempt, error: AttemptTimedOut | DeadlineExceeded) -
     the policy), a deadline fails the run with DeadlineExceeded (its descendants cancelled).
 
     Both writes are fenced on the attempt's token; from then on the run is no longer running under it,
-    so nothing the handler's thread writes later is accepted.
+    so nothing the handler's thread writes later is accepted. The attempt's outcome is reported here.
     """
     run = attempt.run
+    fields = telemetry.log_fields(attempt)
     if isinstance(error, DeadlineExceeded):
-        logger.warning("run %s: its deadline passed during attempt %s; failing it", run.run_id, attempt.token)
-        return fail_deadline(attempt)
-    logger.warning("run %s: attempt %s timed out after %gs", run.run_id, attempt.token, attempt.timeout or 0)
-    outcome = fail_attempt(attempt, error)
-    return Outcome.TIMED_OUT if outcome in (Outcome.RETRYING, Outcome.FAILED) else outcome
+        logger.warning(
+            "run %s: its deadline passed during attempt %s; failing it", run.run_id, attempt.token, extra=fields
+        )
+        outcome = fail_deadline(attempt)
+    else:
+        logger.warning(
+            "run %s: attempt %s timed out after %gs", run.run_id, attempt.token, attempt.timeout or 0, extra=fields
+        )
+        outcome = fail_attempt(attempt, error)
+        if outcome in (Outcome.RETRYING, Outcome.FAILED):
+            outcome = Outcome.TIMED_OUT
+    # Reported here: the handler's thread may never come back to report it.
+    telemetry.attempt_ended(attempt, outcome)
+    return outcome

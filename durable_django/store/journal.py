@@ -362,7 +362,12 @@ def wait_for_child(
             )
         status, output, error, _error_type = row
         if status in ("succeeded", "failed", "cancelled"):
-            outcome: ChildResult = {"state": status, "result": from_json(output), "error": error}
+            # A child that succeeded on a retry keeps its last failure for the operator, not for its parent.
+            outcome: ChildResult = {
+                "state": status,
+                "result": from_json(output),
+                "error": None if status == "succeeded" else error,
+            }
             return WaitOutcome(suspended=False, value=_insert_step(cur, run_id, step_id, tenant_id, outcome))
         deadline: datetime | None = None
         passed = False

@@ -308,7 +308,9 @@ WITH targets AS (
         waiting_for = CASE WHEN t.ends OR (t.pivoted AND d.status = 'waiting'
                                            AND d.waiting_for IN (SELECT wait FROM ended))
                            THEN NULL ELSE d.waiting_for END,
-        available_at = CASE WHEN t.ends THEN NULL ELSE d.available_at END,
+        available_at = CASE WHEN t.ends OR (t.pivoted AND d.status = 'waiting'
+                                            AND d.waiting_for IN (SELECT wait FROM ended))
+                            THEN NULL ELSE d.available_at END,
         leased_until = CASE WHEN t.ends THEN NULL ELSE d.leased_until END,
         held_by = CASE WHEN t.ends THEN NULL ELSE d.held_by END,
         updated_at = CASE WHEN t.pivoted THEN d.updated_at ELSE now() END

@@ -120,6 +120,50 @@ DELETE FROM durable_rate_start WHERE id IN (
     SELECT id FROM durable_rate_start WHERE expires_at < now() ORDER BY expires_at LIMIT %(limit)s)
 """
 
+# -- the health check's question: is any run stranded? Each statement reads only the live runs of its kind
+# -- through their partial indexes (never the finished ones that make up most of a table) and stops at the
+# -- first few it finds, which the engine confirms like a pass would.
+
+# Waiting runs nothing can wake: their child finished, their signal is stored, their children wait is over
+# (or has no live child to wait for and no deadline), or they wait for nothing known (a sleep without a
+# deadline, a kind nobody writes).
+STRANDED_WAITS = (
+    _WAITING_FACTS
+    + f"""
+WHERE w.status = 'waiting' AND (
+    EXISTS (SELECT 1 FROM durable_run c
+            WHERE c.run_id = {_CHILD_ID} AND c.parent_run_id = w.run_id AND c.status IN {_TERMINAL})
+    OR EXISTS (SELECT 1 FROM durable_signal s
+               WHERE s.run_id = w.run_id AND w.waiting_for = 'signal:' || s.signal || ':' || s.occurrence)
+    OR ({_CHILDREN_WAIT} AND ({CHILDREN_WAIT_OVER} OR (w.available_at IS NULL AND NOT EXISTS (
+        SELECT 1 FROM durable_run c
+        WHERE c.parent_run_id = w.run_id AND c.awaited_token = w.attempts AND c.status IN {_LIVE}))))
+    OR w.waiting_for IS NULL
+    OR NOT (w.waiting_for = 'sleep' OR w.waiting_for LIKE 'signal:%%' OR w.waiting_for LIKE 'child:%%'
+            OR {_CHILDREN_WAIT})
+    OR (w.available_at IS NULL AND (w.waiting_for = 'sleep' OR (w.waiting_for LIKE 'child:%%' AND NOT EXISTS (
+        SELECT 1 FROM durable_run c WHERE c.run_id = {_CHILD_ID} AND c.parent_run_id = w.run_id))))
+)
+LIMIT %(limit)s
+"""
+)
+
+# Live children (not past a pivot, not already asked to stop) of parents that have finished.
+STRANDED_CHILDREN = f"""
+SELECT c.run_id, c.parent_run_id FROM durable_run c JOIN durable_run p ON p.run_id = c.parent_run_id
+WHERE c.parent_run_id IS NOT NULL AND c.status IN {_LIVE} AND c.pivoted_at IS NULL
+  AND NOT (c.status = 'running' AND c.cancel_requested_at IS NOT NULL) AND p.status IN {_TERMINAL}
+LIMIT %(limit)s
+"""
+
+# Runs still running long after their lease expired (a live worker would have reclaimed them).
+LONG_EXPIRED = """
+SELECT run_id FROM durable_run
+WHERE status = 'running' AND leased_until < now() - make_interval(secs => %(grace)s::float8)
+ORDER BY leased_until
+LIMIT %(limit)s
+"""
+
 
 @dataclass(frozen=True, slots=True)
 class WaitingRun:
@@ -229,3 +273,25 @@ def status_of(run_id: str) -> str | None:
         cur.execute(SELECT_STATUS, [run_id])
         row = cur.fetchone()
     return row[0] if row else None
+
+
+def stranded_waits(limit: int) -> list[WaitingRun]:
+    """Waiting runs that nothing seems able to wake (at most ``limit``), to be confirmed by the engine."""
+    with cursor() as cur:
+        cur.execute(STRANDED_WAITS, {"limit": limit})
+        return [WaitingRun(*row) for row in cur.fetchall()]
+
+
+def stranded_children(limit: int) -> list[tuple[str, str]]:
+    """(run_id, parent_run_id) of live children of finished parents, at most ``limit``."""
+    with cursor() as cur:
+        cur.execute(STRANDED_CHILDREN, {"limit": limit})
+        rows: list[tuple[str, str]] = cur.fetchall()
+        return rows
+
+
+def long_expired(grace_seconds: float, limit: int) -> list[str]:
+    """Runs still running ``grace_seconds`` after their lease expired, at most ``limit``."""
+    with cursor() as cur:
+        cur.execute(LONG_EXPIRED, {"grace": grace_seconds, "limit": limit})
+        return [run_id for (run_id,) in cur.fetchall()]

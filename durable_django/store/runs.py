@@ -15,13 +15,24 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
+from django.db import IntegrityError
 
 from ..exceptions import InvalidInput
-from ..states import RunStatus
+from ..states import COALESCE_CONSTRAINT, RunStatus
 from ..tenancy import unscope
 from ..types import Run
 from ..values import text
-from .db import RUN_COLUMN_COUNT, RUN_COLUMNS, WAKE_CHANNEL, cursor, in_transaction, retry_policy_of, row_to_run
+from .db import (
+    RUN_COLUMN_COUNT,
+    RUN_COLUMNS,
+    WAKE_CHANNEL,
+    constraint_of,
+    cursor,
+    from_json,
+    in_transaction,
+    retry_policy_of,
+    row_to_run,
+)
 from .landing import LOCK_RUN
 
 _WAKE_IF_DUE = f"""
@@ -34,7 +45,8 @@ _WAKE_IF_DUE = f"""
 _INSERTED_COLUMNS = """
     run_id, name, version, status, idempotency_key, coalesce_key, input, tenant_id, retry_policy,
     queue, priority, parent_run_id, available_at, created_at, updated_at, concurrency_key, concurrency_limit,
-    concurrency_while_waiting, rate_key, rate_limit, rate_per, debounce_key, debounce_until, deadline"""
+    concurrency_while_waiting, rate_key, rate_limit, rate_per, debounce_key, debounce_until, deadline,
+    trace_context"""
 
 # A run's deadline: the one given (an instant, or seconds from now), and never later than its parent's.
 _DEADLINE = """least(
@@ -48,7 +60,7 @@ _INSERTED_VALUES = f"""
          ELSE now() + make_interval(secs => %(delay)s::float8) END,
     clock_timestamp(), clock_timestamp(), %(concurrency_key)s, %(concurrency_limit)s,
     %(concurrency_while_waiting)s, %(rate_key)s, %(rate_limit)s, %(rate_per)s, %(debounce_key)s,
-    now() + make_interval(secs => %(debounce_max_wait)s::float8), {_DEADLINE}"""
+    now() + make_interval(secs => %(debounce_max_wait)s::float8), {_DEADLINE}, %(trace_context)s::jsonb"""
 
 # Insert a run unless its idempotency key or coalesce key already names one; wake workers.
 INSERT_RUN = f"""
@@ -85,7 +97,7 @@ WITH batch AS (
            shared.created_at + (b.position - 1) * interval '1 microsecond',
            shared.created_at + (b.position - 1) * interval '1 microsecond',
            b.concurrency_key, b.concurrency_limit, b.concurrency_while_waiting, b.rate_key, b.rate_limit, b.rate_per,
-           NULL, NULL, shared.deadline
+           NULL, NULL, shared.deadline, %(trace_context)s::jsonb
     FROM batch b CROSS JOIN shared
     ORDER BY b.position
     ON CONFLICT DO NOTHING
@@ -260,6 +272,7 @@ class InsertedBatch:
         )
         queue, priority, retry_policy = params["queue"], params["priority"], retry_policy_of(params["retry_policy"])
         available_at, deadline, created, tick = self.available_at, self.deadline, self.created_at, _MICROSECOND
+        trace_context = from_json(params["trace_context"])
         pending = RunStatus.PENDING
         # Every input decoded by one parse (each is JSON text): five times faster than one parse each.
         inputs = json.loads("[" + ",".join(params["inputs"]) + "]")
@@ -292,6 +305,7 @@ class InsertedBatch:
                         cancel_refused_at=None,
                         retry_policy=retry_policy,
                         deadline=deadline,
+                        trace_context=trace_context,
                     )
                 )
             created += tick
@@ -422,7 +436,8 @@ def resume(run_id: str, tenant_id: str | None) -> Run | None:
     """Resume a failed or cancelled run; None if no such run is visible or it is not resumable.
 
     Raises:
-        InvalidInput: the run's parent has finished, so nothing would ever wait for it again.
+        InvalidInput: the run's parent has finished, so nothing would ever wait for it again; or it was
+            never claimed and another unclaimed run took its coalesce key meanwhile.
     """
     params = {"run_id": run_id, "tenant_id": tenant_id}
 
@@ -443,7 +458,16 @@ def resume(run_id: str, tenant_id: str | None) -> Run | None:
                         "or retry this run as a new run",
                         run_id=run_id,
                     )
-            cur.execute(RESUME, params)
+            try:
+                cur.execute(RESUME, params)
+            except IntegrityError as exc:
+                if constraint_of(exc) != COALESCE_CONSTRAINT:
+                    raise
+                raise InvalidInput(
+                    f"run {run_id} was never claimed and another unclaimed run now holds its coalesce key: "
+                    "that run does its work; retry this one as a new run if it must run too",
+                    run_id=run_id,
+                ) from None
             row = cur.fetchone()
         return row_to_run(row) if row else None
 

@@ -3,9 +3,11 @@
 One thread claims in batches to fill idle slots (and, while attempts are
 short, a batch ahead of them) and sleeps on an event that a NOTIFY, a
 finished attempt or the poll timeout sets. Slot threads execute attempts. The
-heartbeat thread renews leases, the listener thread hears NOTIFY, the
-scheduler thread fires cron schedules. Every thread keeps its own database
-connection and replaces it only when it breaks; none may die of an error.
+heartbeat thread renews leases, the listener thread hears NOTIFY (behind a
+transaction pooler only through ``LISTEN_DATABASE``; without one the poll
+wakes the loop), the scheduler thread fires cron schedules. Every thread keeps
+its own database connection and replaces it only when it breaks; none may die
+of an error.
 
 When the database cannot be reached the worker stops starting attempts and
 drops the claimed runs it had not started (their leases expire; reclaiming
@@ -35,14 +37,16 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from django.db import DatabaseError
+from django.db import DatabaseError, connections
 
 from .. import faults
 from ..conf import durable_settings
 from ..engine import execute as executor
-from ..engine import lifecycle, time_limits
+from ..engine import lifecycle, telemetry, time_limits
 from ..engine.attempt import Attempt
 from ..engine.execute import Outcome
 from ..engine.reconciler import Repair
@@ -52,6 +56,9 @@ from .listener import Listener
 from .reconciler import ReconcilerThread
 from .scheduler import SchedulerThread
 from .slots import PREFETCH_HOLD_SECONDS, SlotPool
+
+if TYPE_CHECKING:
+    from .metrics import WorkerMetrics
 
 logger = logging.getLogger("durable_django.worker")
 
@@ -99,10 +106,26 @@ class Stats:
 
 
 class Worker:
-    def __init__(self, options: WorkerOptions) -> None:
+    """A worker process's claim loop and threads.
+
+    Args:
+        options: what it runs, and how.
+        metrics: its Prometheus metrics (``--metrics-port``), fed while it runs and closed when it stops.
+    """
+
+    def __init__(self, options: WorkerOptions, *, metrics: WorkerMetrics | None = None) -> None:
         self.options = options
         self.stats = Stats()
         self.pool = SlotPool(options.concurrency)
+        self.metrics = metrics
+        # What it records about itself in durable_worker, at start and with every heartbeat.
+        self.identity = lifecycle.worker_identity(
+            worker_id=options.worker_id,
+            functions=options.functions,
+            queues=options.queues,
+            tenant_id=options.tenant_id,
+            concurrency=options.concurrency,
+        )
         self._bounds = options.claim_bounds()
         self._stopping = threading.Event()  # stop claiming
         self._halt = threading.Event()  # stop the helper threads
@@ -166,17 +189,41 @@ class Worker:
             ",".join(opts.queues or ["*"]),
             opts.tenant_id or "*",
         )
+        if self.metrics is not None:
+            self.metrics.track(self.pool)
+            telemetry.observe(self.metrics)
+        self._record_presence(lifecycle.worker_started, "record itself")
         self._start_threads()
         try:
             self._claim_loop()
         finally:
             self._shutdown()
 
+    def _record_presence(self, write: Callable[[lifecycle.WorkerIdentity], None], what: str) -> None:
+        """Write this worker's row; a database that cannot take it now only delays the workers page."""
+        try:
+            write(self.identity)
+        except DatabaseError as exc:
+            lifecycle.reset_connection()
+            logger.warning("worker %s could not %s in durable_worker (%s)", self.options.worker_id, what, exc)
+
     def _start_threads(self) -> None:
         for index in range(self.options.concurrency):
             self._start_slot(index)
-        self._start(Heartbeat(self.pool, self._halt, self._on_database))
-        self._start(Listener([lifecycle.WAKE_CHANNEL], self._on_notify, self._halt, on_reconnect=self._wake.set))
+        self._start(
+            Heartbeat(self.pool, self._halt, self._on_database, on_beat=lambda: lifecycle.worker_seen(self.identity))
+        )
+        if durable_settings.listen_database is None:
+            logger.warning(
+                "worker %s: DURABLE['DATABASE'] %r goes through a transaction pooler (DISABLE_SERVER_SIDE_CURSORS) "
+                "and no DURABLE['LISTEN_DATABASE'] bypasses it, so there is no LISTEN: polling every %ss instead "
+                "(set LISTEN_DATABASE to an alias that reaches PostgreSQL directly to wake within milliseconds)",
+                self.options.worker_id,
+                durable_settings.DATABASE,
+                durable_settings.POLL_SECONDS,
+            )
+        else:
+            self._start(Listener([lifecycle.WAKE_CHANNEL], self._on_notify, self._halt, on_reconnect=self._wake.set))
         if not self.options.burst:
             self._start(ReconcilerThread(self._halt, self._count_repairs))
         if self.options.scheduler and not self.options.burst:
@@ -191,6 +238,8 @@ class Worker:
 
     def _count_repairs(self, repairs: list[Repair]) -> None:
         self.stats.repaired += len(repairs)
+        if self.metrics is not None and repairs:
+            self.metrics.repaired(len(repairs))
         if repairs:
             self._wake.set()  # repaired runs may be claimable now
 
@@ -316,6 +365,7 @@ class Worker:
                 run.version,
                 attempt.token,
                 " (recovered from a dead worker)" if attempt.recovered else "",
+                extra=telemetry.log_fields(attempt),
             )
         self.stats.claimed += len(claimed)
         self.pool.add(claimed)
@@ -332,21 +382,33 @@ class Worker:
     # -- slots ---------------------------------------------------------------------
 
     def _slot_loop(self, slot: int) -> None:
-        while True:
-            attempt = self.pool.take(slot)
-            if attempt is None:
-                return
-            try:
-                self._run_attempt(slot, attempt)
-            except Exception:  # a bug here must not kill the slot
-                logger.exception("run %s: unexpected error in the worker", attempt.run.run_id)
-                self.pool.done(slot, attempt, ran=False)
-            self._wake.set()
-            if self.pool.is_abandoned(slot):
-                # Another thread took this slot while the handler overstayed: this one is done.
-                self.pool.returned(slot)
-                logger.info("run %s: the abandoned thread of slot %d came back and exits", attempt.run.run_id, slot)
-                return
+        try:
+            while True:
+                attempt = self.pool.take(slot)
+                if attempt is None:
+                    return
+                try:
+                    self._run_attempt(slot, attempt)
+                except Exception:  # a bug here must not kill the slot
+                    logger.exception(
+                        "run %s: unexpected error in the worker",
+                        attempt.run.run_id,
+                        extra=telemetry.log_fields(attempt),
+                    )
+                    self.pool.done(slot, attempt, ran=False)
+                self._wake.set()
+                if self.pool.is_abandoned(slot):
+                    # Another thread took this slot while the handler overstayed: this one is done.
+                    self.pool.returned(slot)
+                    logger.info(
+                        "run %s: the abandoned thread of slot %d came back and exits",
+                        attempt.run.run_id,
+                        slot,
+                        extra=telemetry.log_fields(attempt),
+                    )
+                    return
+        finally:
+            connections.close_all()  # a worker run inside a longer-lived process leaves no session behind
 
     def _run_attempt(self, slot: int, attempt: Attempt) -> None:
         if not attempt.started and not self._start_prefetched(attempt):
@@ -360,6 +422,7 @@ class Worker:
                 "run %s: database error while landing (%s); its lease will expire and it will be recovered",
                 attempt.run.run_id,
                 exc,
+                extra=telemetry.log_fields(attempt),
             )
             lifecycle.reset_connection()
             outcome = Outcome.ERROR
@@ -432,6 +495,10 @@ class Worker:
         self._release(left, "run(s) still running after the grace period")
         self._halt.set()
         self.pool.close()
+        self._record_presence(lambda identity: lifecycle.worker_stopped(identity.worker_id), "mark itself stopped")
+        if self.metrics is not None:
+            telemetry.stop_observing(self.metrics)
+            self.metrics.close()
         self._log_summary()
         logger.info("worker %s stopped", self.options.worker_id)
 

@@ -64,6 +64,11 @@ class SlotPool:
         with self._lock:
             return list(self._held.values())
 
+    def busy_slots(self) -> int:
+        """Slots running an attempt now."""
+        with self._lock:
+            return len(self._busy_since)
+
     def idle_slots(self) -> int:
         """Slots that would start a run now: neither busy nor about to take a started one."""
         with self._lock:

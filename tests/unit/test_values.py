@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from durable_django.exceptions import DuplicateRegistration, InvalidInput
-from durable_django.management.arguments import duration, name_list, non_negative_int, positive_int, tenant
+from durable_django.management.arguments import duration, name_list, non_negative_int, port, positive_int, tenant
 from durable_django.registry import Registry
 from durable_django.tenancy import normalize_tenant, scope, unscope
 from durable_django.types import RetryPolicy
@@ -80,6 +80,7 @@ def test_command_argument_types():
     assert name_list("a, b,") == ["a", "b"] and positive_int("3") == 3
     assert non_negative_int("0") == 0 and non_negative_int("4") == 4
     assert tenant(str(uuid.UUID(int=1))) == str(uuid.UUID(int=1))
+    assert port("9100") == 9100 and port("65535") == 65535
     for parse, text in (
         (duration, "soon"),
         (positive_int, "0"),
@@ -87,6 +88,9 @@ def test_command_argument_types():
         (non_negative_int, "x"),
         (tenant, "acme"),
         (name_list, ","),
+        (port, "0"),
+        (port, "65536"),
+        (port, "http"),
     ):
         with pytest.raises(argparse.ArgumentTypeError):
             parse(text)
@@ -136,3 +140,12 @@ def test_batch_run_ids_are_distinct_version_4_uuids():
     parsed = [uuid.UUID(run_id) for run_id in ids]
     assert {u.version for u in parsed} == {4} and {u.variant for u in parsed} == {uuid.RFC_4122}
     assert [str(u) for u in parsed] == ids
+
+
+def test_system_check_refuses_a_metrics_address_that_is_not_text(settings):
+    from durable_django.checks import check_settings
+
+    settings.DURABLE = {**settings.DURABLE, "METRICS_ADDRESS": "127.0.0.1"}
+    assert check_settings() == []
+    settings.DURABLE = {**settings.DURABLE, "METRICS_ADDRESS": ("127.0.0.1", 9100)}
+    assert [error.id for error in check_settings()] == ["durable_django.E020"]

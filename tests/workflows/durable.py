@@ -117,7 +117,7 @@ def signal_waiter(ctx, input):
 
 @durable_function("tests.child")
 def child(ctx, input):
-    if input.get("fail"):
+    if input.get("fail") or (input.get("fail_first") and ctx.run.failures == 0):
         raise ValueError("child failed on purpose")
     if input.get("wait_signal"):
         ctx.wait_for_signal("hold", "go")
@@ -452,3 +452,47 @@ def chaos_flow(ctx, input):
         else:
             raise ValueError(f"unknown chaos op {kind!r}")
     return {"ops": done}
+
+
+@durable_function("tests.progress", retry=FAST_RETRY)
+def progress(ctx, input):
+    """Reports progress before each step; the first attempt fails after the first, so a retry sees it kept."""
+    for index in range(input["steps"]):
+        ctx.set_progress({"done": index, "total": input["steps"]})
+        ctx.step("work", lambda i=index: i, occurrence=index)
+        if ctx.attempt == 1 and input.get("fail_first"):
+            raise RuntimeError("first attempt fails on purpose")
+    ctx.set_progress({"done": input["steps"], "total": input["steps"]})
+    return "done"
+
+
+@durable_function("tests.oversized_progress")
+def oversized_progress(ctx, input):
+    from durable_django.exceptions import InvalidInput
+
+    ctx.set_progress("small")
+    try:
+        ctx.set_progress("x" * input["chars"])
+    except InvalidInput as exc:
+        return {"refused": str(exc)}
+    return {"refused": None}
+
+
+@durable_function("tests.async_progress")
+async def async_progress(ctx, input):
+    await ctx.set_progress({"stage": "started"})
+    value = await ctx.step("compute", lambda: input["x"] + 1)
+    await ctx.set_progress({"stage": "computed", "value": value})
+    return value
+
+
+@durable_function("tests.traced_step")
+def traced_step(ctx, input):
+    """A step whose function makes a span of its own: it nests under the step's span."""
+    from opentelemetry import trace
+
+    def work():
+        with trace.get_tracer("tests").start_as_current_span("inside the step"):
+            return "traced"
+
+    return ctx.step("work", work)

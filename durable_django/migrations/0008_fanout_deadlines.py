@@ -5,7 +5,7 @@ class Migration(migrations.Migration):
     """Fan-in waits counted per landing (awaited_token, awaiting_children) and run deadlines."""
 
     dependencies = [
-        ("durable_django", "0006_flow_admission"),
+        ("durable_django", "0007_observability"),
     ]
 
     operations = [
