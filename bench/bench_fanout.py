@@ -4,7 +4,9 @@
   run executed in this process; only the spawning is timed, inside the handler. Target >= 20x.
 - Gathering N children: a parent waits for all of them while worker processes drain them. The
   parent must be claimed once after its spawn (its attempts: 2); the children's drain rate is
-  compared with the same number of runs that have no parent (what the fan-in costs each landing).
+  compared with the same number of runs that have no parent (what the fan-in costs each landing),
+  with what explains a difference: how often the workers' statements wait on a row lock, and the
+  CPU per run of the workers and of the server (the steadier figure on a shared machine).
 - ``enqueue_many`` of N vs a loop of ``api.enqueue`` in one transaction (target >= 10x), and vs raw
   psycopg writing the same rows to a table with the same columns and indexes: one multi-row
   ``INSERT ... SELECT FROM unnest(...)`` with the arrays sent in binary (the fastest multi-row INSERT
@@ -16,6 +18,7 @@
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 import uuid
@@ -88,30 +91,118 @@ def gather(n: int, processes: int) -> None:
     with raw_connect() as conn:
         conn.execute("VACUUM ANALYZE durable_run")
     workers = [common.spawn(common.worker_command(8)) for _ in range(processes)]
+    alone_waits, alone_cpu = LockWaits(), CpuMeter(workers, n)
     try:
-        alone = common.rate_while_draining(lambda: drained("true"), n, workers)
+        alone = common.rate_while_draining(
+            lambda: alone_cpu.note(drained("true")), n, workers, on_sample=alone_waits.sample
+        )
     finally:
         common.stop(workers)
+        alone_waits.close()
     reset_tables()
     parent = _spawned_parent(n)
     with raw_connect() as conn:
         conn.execute("VACUUM ANALYZE durable_run")
     workers = [common.spawn(common.worker_command(8)) for _ in range(processes)]
+    gathered_waits, gathered_cpu = LockWaits(), CpuMeter(workers, n)
     try:
-        gathered = common.rate_while_draining(lambda: drained("parent_run_id IS NOT NULL"), n, workers)
+        gathered = common.rate_while_draining(
+            lambda: gathered_cpu.note(drained("parent_run_id IS NOT NULL")), n, workers, on_sample=gathered_waits.sample
+        )
         deadline = time.monotonic() + 300
         while api.get_run(parent).status != "succeeded" and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
         common.stop(workers)
+        gathered_waits.close()
     done = api.get_run(parent)
     assert done.status == "succeeded" and done.output == n, (done.status, done.output, done.error)
     record(
         f"{n:,} children landing under a parent gathering them / {n:,} runs without a parent ({processes}x8 workers)",
-        f"{gathered:,.0f} vs {alone:,.0f} runs/s; the parent claimed {done.attempts - 1} time(s) after its spawn",
+        f"{gathered:,.0f} vs {alone:,.0f} runs/s; the parent claimed {done.attempts - 1} time(s) after its spawn; "
+        f"workers' statements waiting on a row lock: {gathered_waits.share:.0%} vs {alone_waits.share:.0%}; "
+        f"CPU per run, PostgreSQL: {gathered_cpu.server_ms:.2f} vs {alone_cpu.server_ms:.2f} ms, "
+        f"workers: {gathered_cpu.workers_ms:.2f} vs {alone_cpu.workers_ms:.2f} ms",
         f"{gathered / alone:.2f}",
         "claimed once",
     )
+
+
+class LockWaits:
+    """Samples the workers' statements while they drain: the share of them waiting on a row lock (a landing
+    queued behind another on the row it must lock, as every child's landing locks its parent's row)."""
+
+    def __init__(self) -> None:
+        self._conn = raw_connect()
+        self.active = self.waiting = 0
+
+    def sample(self) -> None:
+        active, waiting = self._conn.execute(
+            "SELECT count(*), count(*) FILTER (WHERE wait_event_type = 'Lock' AND wait_event IN ('tuple', "
+            "'transactionid')) FROM pg_stat_activity WHERE state = 'active' AND backend_type = 'client backend' "
+            "AND datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+        self.active, self.waiting = self.active + active, self.waiting + waiting
+
+    @property
+    def share(self) -> float:
+        return self.waiting / self.active if self.active else 0.0
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class CpuMeter:
+    """CPU time per run of the worker processes and of the (local) PostgreSQL server, from the first run
+    drained to the last, read from /proc: the server's is its postmaster's own and reaped children's, plus
+    every live backend's (NaN when the server is not on this machine)."""
+
+    def __init__(self, workers: list, total: int) -> None:
+        self._workers, self._total = [worker.pid for worker in workers], total
+        with raw_connect() as conn:  # read while this backend lives: its parent is the postmaster
+            stat = _stat(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+        self._postmaster = int(stat[1]) if stat is not None else None
+        self._start: tuple[int, float, float] | None = None
+        self.server_ms = self.workers_ms = float("nan")
+
+    def note(self, done: int) -> int:
+        """Called with each count of drained runs; returns it."""
+        if self._start is None and done > 0:
+            self._start = (done, *self._read())
+        elif self._start is not None and done >= self._total:
+            first, server, workers = self._start
+            server_now, workers_now = self._read()
+            runs = max(done - first, 1)
+            self.server_ms, self.workers_ms = (server_now - server) / runs, (workers_now - workers) / runs
+        return done
+
+    def _read(self) -> tuple[float, float]:
+        tick_ms = 1000 / os.sysconf("SC_CLK_TCK")
+        workers = sum(_cpu(pid) for pid in self._workers) * tick_ms
+        if self._postmaster is None:
+            return float("nan"), workers
+        server = _cpu(self._postmaster, reaped=True)
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and (stat := _stat(int(entry))) is not None and stat[1] == str(self._postmaster):
+                server += _cpu(int(entry))
+        return server * tick_ms, workers
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state, ppid, ...), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def _cpu(pid: int, *, reaped: bool = False) -> int:
+    """utime + stime of a process in clock ticks (with its reaped children's when ``reaped``); 0 once gone."""
+    stat = _stat(pid)
+    if stat is None:
+        return 0
+    return sum(int(value) for value in stat[11 : 15 if reaped else 13])
 
 
 def _spawned_parent(n: int) -> str:
