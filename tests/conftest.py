@@ -40,6 +40,16 @@ def pooled_alias(django_db_setup, pgbouncer):
         yield "pooled"
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Refuse a parallel run whose xdist groups do not hold: each member would rebuild its group's module fixture."""
+    if not getattr(config.option, "loadgroup", False):  # set on an xdist worker under --dist loadgroup
+        return
+    ungrouped = [item.nodeid for item in items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+    if ungrouped:
+        raise pytest.UsageError(f"pytest-xdist did not group {ungrouped[0]}: use a pytest release it supports")
+
+
 def pytest_addoption(parser):
     parser.addoption(
         "--soak",
