@@ -110,11 +110,12 @@ class WorkerProcesses:
         env.update({key: str(value) for key, value in overrides.items()})
         return env
 
-    def start(self, *args, env=None, **env_overrides) -> subprocess.Popen:
+    def start(self, *args, env=None, prefix=(), **env_overrides) -> subprocess.Popen:
+        """A worker with these arguments; ``prefix`` runs it through a command of its own (tests/hosts.py)."""
         log_path = self.tmp_path / f"worker-{len(self.procs)}.log"
         with open(log_path, "w") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "django", "durable_worker", *args],
+                [*prefix, sys.executable, "-m", "django", "durable_worker", *args],
                 env=env or self.env(**env_overrides),
                 stdout=log,
                 stderr=subprocess.STDOUT,
