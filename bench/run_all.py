@@ -1,6 +1,6 @@
 """Run every benchmark against one PostgreSQL server and print a table of ratios.
 
-Usage: ``python bench/run_all.py [--only store,e2e,peers,sleep,purge,flow,obs,fanout] [--runs 5000] ...``
+Usage: ``python bench/run_all.py [--only store,e2e,peers,sleep,purge,flow,obs,fanout,scale] [--runs 5000] ...``
 (an embedded pgserver in a temporary directory when DATABASE_URL is unset).
 """
 
@@ -31,6 +31,10 @@ def main() -> None:
     parser.add_argument("--flow-processes", type=int, default=2, help="worker processes (x8) of the flow benchmarks")
     parser.add_argument("--rate-seconds", type=float, default=60.0, help="how long the rate limit is measured")
     parser.add_argument("--fanout-runs", type=int, default=10_000, help="children, and runs per batch, of fanout")
+    parser.add_argument("--scale-runs", type=int, default=5000, help="runs per round of the scale benchmark")
+    parser.add_argument(
+        "--scale-processes", default="1,2,4", help="worker process counts (x8 threads) of the scale benchmark"
+    )
     parser.add_argument(
         "--layouts", default="1x8,1x16,2x8", help="worker layouts to try, PROCESSESxCONCURRENCY, comma-separated"
     )
@@ -59,6 +63,10 @@ def main() -> None:
             from bench import bench_flow
 
             bench_flow.main(args.flow_runs, args.flow_processes, args.rate_seconds)
+        if "scale" in only:
+            from bench import bench_scale
+
+            bench_scale.main(args.scale_runs, [int(count) for count in args.scale_processes.split(",")])
         if "obs" in only:
             from bench import bench_observability
 

@@ -40,6 +40,16 @@ def pooled_alias(django_db_setup, pgbouncer):
         yield "pooled"
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Refuse a parallel run whose xdist groups do not hold: each member would rebuild its group's module fixture."""
+    if not getattr(config.option, "loadgroup", False):  # set on an xdist worker under --dist loadgroup
+        return
+    ungrouped = [item.nodeid for item in items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+    if ungrouped:
+        raise pytest.UsageError(f"pytest-xdist did not group {ungrouped[0]}: use a pytest release it supports")
+
+
 def pytest_addoption(parser):
     parser.addoption(
         "--soak",
@@ -100,11 +110,12 @@ class WorkerProcesses:
         env.update({key: str(value) for key, value in overrides.items()})
         return env
 
-    def start(self, *args, env=None, **env_overrides) -> subprocess.Popen:
+    def start(self, *args, env=None, prefix=(), **env_overrides) -> subprocess.Popen:
+        """A worker with these arguments; ``prefix`` runs it through a command of its own (tests/hosts.py)."""
         log_path = self.tmp_path / f"worker-{len(self.procs)}.log"
         with open(log_path, "w") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "django", "durable_worker", *args],
+                [*prefix, sys.executable, "-m", "django", "durable_worker", *args],
                 env=env or self.env(**env_overrides),
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -162,4 +162,5 @@ def test_a_deadlock_inside_a_store_transaction_is_run_again_never_raised():
 
     results = run_in_threads(2, lambda index: lock_both([first, second] if index == 0 else [second, first]))
     assert sorted(results) == sorted([[first, second], [second, first]])
-    assert len(tries) == 3  # one of them deadlocked once and ran again
+    # One of them deadlocked and ran again (on a loaded machine a retry may meet the other once more).
+    assert len(tries) >= 3

@@ -228,6 +228,17 @@ def counted_steps(ctx, input):
     return sum(ctx.step("s", lambda i=i: work(i), occurrence=i) for i in range(input["steps"]))
 
 
+@durable_function("tests.scale_out")
+def scale_out(ctx, input):
+    """Each step's function records one line per execution in a file of its process's own (test_scale_out.py)."""
+
+    def work(index):
+        effects.record(f"scale-{os.getpid()}", f"{ctx.run_id} {index}")
+        return index
+
+    return sum(ctx.step("s", lambda i=i: work(i), occurrence=i) for i in range(input["steps"]))
+
+
 def _events(name, ctx, what):
     """One line per event, with its time and process, to check limits from the runs' own log."""
     effects.record(name, f"{time.time():.6f} {what} {ctx.run_id} {os.getpid()} {ctx.input.get('key')}")
