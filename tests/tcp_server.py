@@ -22,6 +22,7 @@ from subprocess import CalledProcessError
 import psycopg
 import pytest
 
+from durable_django.testing import _runtime_dir
 from tests.helpers import free_port
 
 USER = "postgres"
@@ -45,8 +46,11 @@ class TcpServer:
 def tcp_server(addresses: Sequence[str], trusted_networks: Sequence[str] = ()) -> Iterator[TcpServer]:
     """A fresh server listening on 127.0.0.1 and ``addresses``; stopped and deleted on the way out."""
     try:
-        import pgserver
-        from pgserver._commands import pg_ctl
+        # As the session's own server is started: without XDG_RUNTIME_DIR, importing pgserver warns, and a
+        # warning is an error here. A pytest-xdist worker may import it first, here.
+        with _runtime_dir():
+            import pgserver
+            from pgserver._commands import pg_ctl
     except ImportError:
         reason = "a server listening by TCP needs pgserver"
         if os.environ.get("CI"):
