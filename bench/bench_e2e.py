@@ -144,12 +144,12 @@ def wake_latency(tries: int) -> tuple[float, float]:
 # Each peer's candidate layouts; every one is drained in every round and the best median is compared.
 PEER_LAYOUTS = {
     "django-tasks-db": ("1", "2", "4"),  # db_worker processes
-    "procrastinate": ("1x32", "2x16", "4x8"),  # worker processes x async concurrency
+    "procrastinate": ("2x16", "4x2", "4x8"),  # worker processes x async concurrency
 }
 DBOS_LAYOUTS = ("1", "2")  # worker processes, 1,000 workflows each
 PEER_CONFIG = {
     "django-tasks-db": "`db_worker`, `CONN_MAX_AGE=None`",
-    "procrastinate": "async task, pool of concurrency + 1, LISTEN/NOTIFY",
+    "procrastinate": "pool of concurrency + 1, LISTEN/NOTIFY",
     "dbos": "queue, worker_concurrency 1000, executor_id per process",
 }
 REQUIREMENTS = os.path.join(BENCH_DIR, "requirements-peers.txt")

@@ -15,8 +15,8 @@ app = App(
 
 
 @app.task(name="noop")
-async def procrastinate_noop():
-    """Async, as procrastinate's docs write tasks meant to run concurrently (a sync one runs in a thread)."""
+def procrastinate_noop():
+    """A plain function (the worker runs it in a thread): here it drains faster than an async one in every layout."""
     return None
 
 

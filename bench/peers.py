@@ -6,8 +6,8 @@ on the benchmark server. Each peer runs as its docs recommend for throughput:
 
 - django-tasks-db: LAYOUT is the number of ``db_worker`` processes; persistent connections
   (``CONN_MAX_AGE = None`` in ``peer_settings.py``), warnings only (``-v 0``).
-- procrastinate: LAYOUT is PROCESSESxCONCURRENCY; an async task, a pool of concurrency + 1
-  connections per worker, LISTEN/NOTIFY on (its default).
+- procrastinate: LAYOUT is PROCESSESxCONCURRENCY; a pool of concurrency + 1 connections per
+  worker, LISTEN/NOTIFY on (its default).
 - dbos: LAYOUT is the number of worker processes; a workflow of three steps on a queue
   laid out as ``peer_dbos.py`` says.
 
