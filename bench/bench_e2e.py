@@ -144,7 +144,7 @@ def wake_latency(tries: int) -> tuple[float, float]:
 # Each peer's candidate layouts; every one is drained in every round and the best median is compared.
 PEER_LAYOUTS = {
     "django-tasks-db": ("1", "2", "4"),  # db_worker processes
-    "procrastinate": ("2x16", "4x2", "4x8"),  # worker processes x async concurrency
+    "procrastinate": ("2x16", "4x2", "4x8"),  # worker processes x concurrency
 }
 DBOS_LAYOUTS = ("1", "2")  # worker processes, 1,000 workflows each
 PEER_CONFIG = {
