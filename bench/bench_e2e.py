@@ -32,10 +32,12 @@ def succeeded() -> int:
         return conn.execute("SELECT count(*) FROM durable_run WHERE status = 'succeeded'").fetchone()[0]
 
 
-def durable_drain(n: int, processes: int, concurrency: int) -> tuple[float, float]:
-    """Drain n no-op runs with burst workers; returns (runs/s, peak RSS MB of the first worker)."""
+def durable_drain(
+    n: int, processes: int, concurrency: int, name: str = "bench.noop", input=None
+) -> tuple[float, float]:
+    """Drain n runs (no-ops unless named) with burst workers; returns (runs/s, peak RSS MB of the first worker)."""
     reset_tables()
-    enqueue_noops(n)
+    enqueue_noops(n, name, input)
     workers = [common.spawn(common.worker_command(concurrency, "--burst")) for _ in range(processes)]
     peak = [0.0]
 
@@ -139,48 +141,65 @@ def wake_latency(tries: int) -> tuple[float, float]:
 
 # -- peers ------------------------------------------------------------------------------------
 
+# Each peer's candidate layouts; every one is drained in every round and the best median is compared.
+PEER_LAYOUTS = {
+    "django-tasks-db": ("1", "2", "4"),  # db_worker processes
+    "procrastinate": ("2x16", "4x2", "4x8"),  # worker processes x concurrency
+}
+DBOS_LAYOUTS = ("1", "2")  # worker processes, 1,000 workflows each
+PEER_CONFIG = {
+    "django-tasks-db": "`db_worker`, `CONN_MAX_AGE=None`",
+    "procrastinate": "pool of concurrency + 1, LISTEN/NOTIFY",
+    "dbos": "queue, worker_concurrency 1000, executor_id per process",
+}
+REQUIREMENTS = os.path.join(BENCH_DIR, "requirements-peers.txt")
+
 
 def peers_python() -> str:
-    """The peers' own venv (bench/.peers-venv), created from requirements-peers.txt on first use."""
+    """The peers' own venv (bench/.peers-venv), brought up to date with requirements-peers.txt."""
     python = os.path.join(PEERS_VENV, "bin", "python")
+    stamp = os.path.join(PEERS_VENV, "requirements-peers.txt")
+    with open(REQUIREMENTS) as wanted:
+        requirements = wanted.read()
+    if os.path.exists(stamp):
+        with open(stamp) as installed:
+            if installed.read() == requirements:
+                return python
+    print("  installing the peers' venv (bench/.peers-venv)", flush=True)
     if not os.path.exists(python):
-        print("  creating the peers' venv (bench/.peers-venv)", flush=True)
         subprocess.run([sys.executable, "-m", "venv", PEERS_VENV], check=True)
-        subprocess.run(
-            [python, "-m", "pip", "install", "-q", "-r", os.path.join(BENCH_DIR, "requirements-peers.txt")], check=True
-        )
+    subprocess.run([python, "-m", "pip", "install", "-q", "-r", REQUIREMENTS], check=True)
+    with open(stamp, "w") as installed:
+        installed.write(requirements)
     return python
 
 
-def peer_database_url() -> str:
-    """A fresh database on the same server for the peers' tables."""
-    import psycopg
+def peer_database_url(peer: str) -> str:
+    """A fresh database of the peer's own on the same server, as a URL (DBOS reads nothing else)."""
+    from urllib.parse import urlsplit
 
+    dbname = "bench_peer_" + peer.replace("-", "_")
     with raw_connect() as conn:
-        conn.execute("DROP DATABASE IF EXISTS bench_peers")
-        conn.execute("CREATE DATABASE bench_peers")
-        dbname = conn.info.dbname
-    url = os.environ["DATABASE_URL"]
-    info = psycopg.conninfo.conninfo_to_dict(url)
-    info["dbname"] = "bench_peers"
-    del dbname
-    return psycopg.conninfo.make_conninfo(**info)
+        conn.execute(f"DROP DATABASE IF EXISTS {dbname}")
+        conn.execute(f"CREATE DATABASE {dbname}")
+    return urlsplit(os.environ["DATABASE_URL"])._replace(path=f"/{dbname}").geturl()
 
 
-def run_peer(peer: str, n: int) -> dict:
+def run_peer(peer: str, layout: str, n: int, url: str) -> dict:
+    """One drain of n jobs by the peer's workers in one layout, in the peers' venv: {rate} or {error}."""
     try:
         python = peers_python()
     except (subprocess.CalledProcessError, OSError) as exc:
-        return {"error": f"could not create the peers' venv: {exc}"}
-    env = {**os.environ, "PEER_DATABASE_URL": peer_database_url(), "PYTHONPATH": common.ROOT}
+        return {"error": f"could not install the peers' venv: {exc}"}
+    env = {**os.environ, "PEER_DATABASE_URL": url, "PYTHONPATH": common.ROOT}
     env.pop("DJANGO_SETTINGS_MODULE", None)
     result = subprocess.run(
-        [python, "-m", "bench.peers", peer, str(n)],
+        [python, "-m", "bench.peers", peer, layout, str(n)],
         cwd=common.ROOT,
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
     )
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     if result.returncode or not lines:
@@ -188,62 +207,121 @@ def run_peer(peer: str, n: int) -> dict:
     return json.loads(lines[-1])
 
 
-def main(args, *, with_durable: bool = True, with_peers: bool = True) -> None:
+def durable_steps3(n: int, processes: int, concurrency: int) -> float:
+    """n runs of a function of three journalled no-op steps, drained by burst workers: runs/s."""
+    rate, _ = durable_drain(n, processes, concurrency, "bench.steps", {"steps": 3})
+    with raw_connect() as conn:
+        journaled = conn.execute("SELECT count(*) FROM durable_step").fetchone()[0]
+    assert journaled == 3 * n, f"{journaled} steps journaled, expected {3 * n}"
+    return rate
+
+
+def best(samples: dict[str, list[float]]) -> tuple[float, str]:
+    """The best layout by its median rate: (median, layout)."""
+    return max((statistics.median(rates), layout) for layout, rates in samples.items())
+
+
+def medians(samples: dict[str, list[float]]) -> str:
+    return ", ".join(f"{layout}: {statistics.median(rates):.0f}" for layout, rates in samples.items())
+
+
+def peers_main(args) -> None:
+    """Rounds that alternate durable_worker and the peers, each in every candidate layout; medians compared."""
+    n, rounds = args.runs, args.peer_rounds
+    print(f"peers: {n} runs per drain, {rounds} rounds alternating the sides", flush=True)
+    layouts = [tuple(map(int, layout.split("x"))) for layout in args.layouts.split(",")]
+    urls = {peer: peer_database_url(peer) for peer in (*PEER_LAYOUTS, "dbos")}
+    samples: dict[str, dict[str, list[float]]] = {}
+    failed: dict[str, str] = {}
+    plan = [("durable", f"{p}x{c}", lambda p=p, c=c: durable_drain(n, p, c)[0]) for p, c in layouts]
+    plan += [(peer, layout, None) for peer, options in PEER_LAYOUTS.items() for layout in options]
+    plan += [("durable 3 steps", f"{p}x{c}", lambda p=p, c=c: durable_steps3(n, p, c)) for p, c in layouts]
+    plan += [("dbos", layout, None) for layout in DBOS_LAYOUTS]
+    for index in range(rounds):
+        for system, layout, measure in plan if index % 2 == 0 else reversed(plan):
+            if system in failed:
+                continue
+            if measure is None:
+                outcome = run_peer(system, layout, n, urls[system])
+                if "error" in outcome:
+                    failed[system] = outcome["error"]
+                    print(f"  {system} {layout}: {outcome['error']}", flush=True)
+                    continue
+                rate = outcome["rate"]
+            else:
+                rate = measure()
+            samples.setdefault(system, {}).setdefault(layout, []).append(rate)
+            print(f"  round {index + 1}: {system} {layout}: {rate:.0f}/s", flush=True)
+    durable, durable_layout = best(samples["durable"])
+    record(
+        f"durable_worker, best layout {durable_layout} (median of {rounds})",
+        f"{durable:.0f} runs/s ({medians(samples['durable'])})",
+    )
+    rates = {}
+    for peer in PEER_LAYOUTS:
+        if peer in failed:
+            record(f"{peer} worker", "could not run", "", "")
+            continue
+        rates[peer], layout = best(samples[peer])
+        record(
+            f"{peer} ({PEER_CONFIG[peer]}), best layout {layout}",
+            f"{rates[peer]:.0f} runs/s ({medians(samples[peer])})",
+            f"durable/peer {durable / rates[peer]:.2f}",
+        )
+    if rates:
+        fastest = max(rates, key=rates.get)
+        record(
+            f"durable best / fastest peer ({fastest})",
+            f"{durable:.0f} vs {rates[fastest]:.0f} runs/s",
+            f"{durable / rates[fastest]:.2f}",
+            ">= 2.00",
+        )
+    steps3, steps3_layout = best(samples["durable 3 steps"])
+    record(
+        f"durable_worker, 3 steps, best layout {steps3_layout} (median of {rounds})",
+        f"{steps3:.0f} runs/s ({medians(samples['durable 3 steps'])})",
+    )
+    if "dbos" in failed:
+        record("DBOS workflow of 3 steps", "could not run", "", "")
+        return
+    dbos, dbos_layout = best(samples["dbos"])
+    record(
+        f"durable 3 steps / DBOS 3 steps ({PEER_CONFIG['dbos']}, best {dbos_layout} proc)",
+        f"{steps3:.0f} vs {dbos:.0f} workflows/s (DBOS {medians(samples['dbos'])})",
+        f"{steps3 / dbos:.2f}",
+    )
+
+
+def main(args) -> None:
     n = args.runs
     print(f"issue 3: {n} no-op runs end to end", flush=True)
-    best = (0.0, "")
-    if with_durable:
-        rss = None
-        for layout in args.layouts.split(","):
-            processes, concurrency = map(int, layout.split("x"))
-            rate, peak = durable_drain(n, processes, concurrency)
-            record(f"durable_worker {processes} proc x {concurrency} threads", f"{rate:.0f} runs/s")
-            if (processes, concurrency) == (1, 8):
-                rss = peak
-            best = max(best, (rate, layout))
-        if rss is None:
-            _, rss = durable_drain(n, 1, 8)
-        raw = raw_drain(n, 4)
-        record("raw claim+complete, 4 processes", f"{raw:.0f} runs/s")
-        record(
-            f"durable best ({best[1]}) / raw 4 proc",
-            f"{best[0]:.0f} vs {raw:.0f} runs/s",
-            f"{best[0] / raw:.2f}",
-            ">= 0.50",
-        )
-    if with_peers:
-        peers = {}
-        for peer in ("django-tasks-db", "procrastinate"):
-            outcome = run_peer(peer, n)
-            if "error" in outcome:
-                record(f"{peer} worker", "could not run", "", "")
-                print(f"  {peer}: {outcome['error']}", flush=True)
-                continue
-            peers[peer] = outcome["rate"]
-            record(
-                f"{peer} worker ({outcome['layout']})",
-                f"{outcome['rate']:.0f} runs/s",
-                f"durable/peer {best[0] / outcome['rate']:.2f}" if best[0] else "",
-            )
-        if peers and best[0]:
-            fastest = max(peers, key=peers.get)
-            record(
-                f"durable best / fastest peer ({fastest})",
-                f"{best[0]:.0f} vs {peers[fastest]:.0f} runs/s",
-                f"{best[0] / peers[fastest]:.2f}",
-                ">= 2.00",
-            )
-    if with_durable:
-        durable = durable_steps(args.step_runs)
-        raw = raw_steps(args.step_runs * 100)
-        record(
-            "steps (1 slot) vs raw INSERT loop",
-            f"{durable:.0f} vs {raw:.0f} steps/s",
-            f"{durable / raw:.2f}",
-            ">= 0.50",
-        )
-        p50, p95 = wake_latency(args.latency_tries)
-        record(
-            f"wake-up latency ({args.latency_tries} tries)", f"p50 {p50:.1f} ms, p95 {p95:.1f} ms", "", "p50 < 10 ms"
-        )
-        record("worker RSS, concurrency 8 under load", f"{rss:.0f} MB", "", "< 150 MB")
+    fastest = (0.0, "")
+    rss = None
+    for layout in args.layouts.split(","):
+        processes, concurrency = map(int, layout.split("x"))
+        rate, peak = durable_drain(n, processes, concurrency)
+        record(f"durable_worker {processes} proc x {concurrency} threads", f"{rate:.0f} runs/s")
+        if (processes, concurrency) == (1, 8):
+            rss = peak
+        fastest = max(fastest, (rate, layout))
+    if rss is None:
+        _, rss = durable_drain(n, 1, 8)
+    raw = raw_drain(n, 4)
+    record("raw claim+complete, 4 processes", f"{raw:.0f} runs/s")
+    record(
+        f"durable best ({fastest[1]}) / raw 4 proc",
+        f"{fastest[0]:.0f} vs {raw:.0f} runs/s",
+        f"{fastest[0] / raw:.2f}",
+        ">= 0.50",
+    )
+    durable = durable_steps(args.step_runs)
+    raw = raw_steps(args.step_runs * 100)
+    record(
+        "steps (1 slot) vs raw INSERT loop",
+        f"{durable:.0f} vs {raw:.0f} steps/s",
+        f"{durable / raw:.2f}",
+        ">= 0.50",
+    )
+    p50, p95 = wake_latency(args.latency_tries)
+    record(f"wake-up latency ({args.latency_tries} tries)", f"p50 {p50:.1f} ms, p95 {p95:.1f} ms", "", "p50 < 10 ms")
+    record("worker RSS, concurrency 8 under load", f"{rss:.0f} MB", "", "< 150 MB")

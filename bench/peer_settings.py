@@ -16,6 +16,8 @@ DATABASES = {
         "PASSWORD": _info.get("password", ""),
         "HOST": _info.get("host", ""),
         "PORT": _info.get("port", ""),
+        # Persistent connections: without them db_worker opens a connection for every task.
+        "CONN_MAX_AGE": None,
     }
 }
 INSTALLED_APPS = ["django_tasks", "django_tasks_db"]

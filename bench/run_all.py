@@ -22,6 +22,7 @@ def main() -> None:
     )
     parser.add_argument("--store-runs", type=int, default=3000, help="runs for the store vs raw benchmark")
     parser.add_argument("--runs", type=int, default=5000, help="no-op runs for the end-to-end benchmarks")
+    parser.add_argument("--peer-rounds", type=int, default=3, help="rounds alternating durable_worker and the peers")
     parser.add_argument("--step-runs", type=int, default=10, help="runs of 100 steps")
     parser.add_argument("--latency-tries", type=int, default=50)
     parser.add_argument("--sleepers", type=int, default=10000)
@@ -47,10 +48,14 @@ def main() -> None:
             from bench import bench_store
 
             bench_store.main(args.store_runs)
-        if "e2e" in only or "peers" in only:
+        if "e2e" in only:
             from bench import bench_e2e
 
-            bench_e2e.main(args, with_durable="e2e" in only, with_peers="peers" in only)
+            bench_e2e.main(args)
+        if "peers" in only:
+            from bench import bench_e2e
+
+            bench_e2e.peers_main(args)
         if "sleep" in only:
             from bench import bench_sleepers
 
