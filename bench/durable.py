@@ -45,3 +45,11 @@ def unkeyed(ctx, input):
 def rated(ctx, input):
     """A no-op whose attempts start at most 1,000 times in any second, across every worker."""
     return None
+
+
+@durable_function("bench.busy")
+def busy(ctx, input):
+    """Steps that each take ``pause`` seconds: a slot kept busy, journalling as it goes."""
+    for index in range(input["steps"]):
+        ctx.step("work", lambda: time.sleep(input["pause"]), occurrence=index)
+    return None

@@ -1,6 +1,6 @@
 """Run every benchmark against one PostgreSQL server and print a table of ratios.
 
-Usage: ``python bench/run_all.py [--only store,e2e,peers,sleep,purge,flow] [--runs 5000] ...``
+Usage: ``python bench/run_all.py [--only store,e2e,peers,sleep,purge,flow,connections] [--runs 5000] ...``
 (an embedded pgserver in a temporary directory when DATABASE_URL is unset).
 """
 
@@ -17,7 +17,9 @@ from bench import common
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--only", default="store,e2e,peers,sleep,purge,flow", help="comma-separated benchmarks to run")
+    parser.add_argument(
+        "--only", default="store,e2e,peers,sleep,purge,flow,connections", help="comma-separated benchmarks to run"
+    )
     parser.add_argument("--store-runs", type=int, default=3000, help="runs for the store vs raw benchmark")
     parser.add_argument("--runs", type=int, default=5000, help="no-op runs for the end-to-end benchmarks")
     parser.add_argument("--step-runs", type=int, default=10, help="runs of 100 steps")
@@ -56,6 +58,10 @@ def main() -> None:
             from bench import bench_flow
 
             bench_flow.main(args.flow_runs, args.flow_processes, args.rate_seconds)
+        if "connections" in only:
+            from bench import bench_connections
+
+            bench_connections.main()
     finally:
         common.print_table()
 
