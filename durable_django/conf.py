@@ -28,6 +28,9 @@ class DurableSettings:
     PURGE_AFTER: timedelta | float | None = None
     # Prepare the store's statements on the server (set False behind a pooler that cannot keep them).
     PREPARED_STATEMENTS = True
+    # The most connections a worker process's engine holds (claims, heartbeats, journal writes, landings),
+    # whatever its --concurrency; its LISTEN session is one more, and handlers' own queries are not counted.
+    ENGINE_CONNECTIONS = 4
     # How often the worker logs its summary line.
     SUMMARY_SECONDS = 60.0
     # Per-queue limits across every worker: {"emails": {"concurrency": 5, "rate_limit": (50, 1.0)}}.

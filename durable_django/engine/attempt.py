@@ -23,6 +23,7 @@ from django.db import DatabaseError
 
 from ..conf import durable_settings
 from ..exceptions import Cancelled, LeaseLost
+from ..store import pool
 from ..store.db import is_disconnect, reset_connection
 from ..types import ClaimedRun
 
@@ -67,13 +68,16 @@ class Attempt:
         restart: the token is unchanged, so the write lands as it would have,
         unless the run was taken over meanwhile (the fence refuses it, or the
         heartbeat marks this attempt lost). It stops trying once a lease has
-        passed without an answer.
+        passed without an answer. In a worker each try borrows one of the
+        engine's connections (``store.pool``): a broken one is closed, and the
+        next try opens another.
         """
         give_up = time.monotonic() + durable_settings.LEASE_SECONDS
         backoff = 0.05
         while True:
             try:
-                return write(*args, **kwargs)
+                with pool.borrowed():
+                    return write(*args, **kwargs)
             except DatabaseError as exc:
                 if not is_disconnect(exc) or self.lost or time.monotonic() + backoff > give_up:
                     raise

@@ -3,31 +3,75 @@
 The worker never speaks to the store itself; it claims batches, starts the
 runs that waited for a slot, renews leases, lands successes in batches,
 releases what it will not run and lands held runs cancelled, all through here.
+
+A worker installs its pool of engine connections here (``engine_connections``),
+and each call below borrows one of them for its duration (``store/pool.py``),
+as do an attempt's writes (``Attempt.persist``) and the reconciler's and
+scheduler's passes (``engine_connection``). A new call the worker makes belongs
+under ``@_on_engine_connection`` too, or it opens a connection of its own in
+the thread that calls it.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
+from typing import ParamSpec, TypeVar
 
 from django.db import DatabaseError
 
 from ..conf import durable_settings
 from ..exceptions import OutputNotStored
 from ..registry import registry
-from ..store import claims, journal, landing
+from ..store import claims, journal, landing, pool
 from ..store.claims import ClaimBounds as ClaimBounds  # the worker's (re-exported: it never imports the store)
 from ..store.claims import Renewal
 from ..store.db import WAKE_CHANNEL as WAKE_CHANNEL  # the worker's
 from ..store.db import is_disconnect
 from ..store.db import listening as listening  # the worker's
 from ..store.db import reset_connection as reset_connection  # the worker's, and used here
-from ..store.schedules import database_now as database_now  # the worker's clock for its cutoffs
+from ..store.schedules import database_now as _database_now
 from ..types import ClaimedRun
 from .attempt import Attempt
 from .execute import Outcome, fail_attempt, finished, report_success
 
 logger = logging.getLogger("durable_django.worker")
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+@contextmanager
+def engine_connections(worker_id: str) -> Iterator[None]:
+    """Give this process's engine ``DURABLE["ENGINE_CONNECTIONS"]`` connections for as long as a worker runs.
+
+    They are named ``durable_worker <worker_id>`` in ``pg_stat_activity``, like the worker's LISTEN session.
+    """
+    with pool.installed(durable_settings.DATABASE, durable_settings.ENGINE_CONNECTIONS, f"durable_worker {worker_id}"):
+        # The calling thread's own connection (the start-up checks') is not needed any more: the pool's are used.
+        reset_connection()
+        yield
+
+
+def engine_connection() -> AbstractContextManager[None]:
+    """One of the engine's connections for a ``with`` block (a helper thread's pass); none without a pool."""
+    return pool.borrowed()
+
+
+def _on_engine_connection(call: Callable[_P, _T]) -> Callable[_P, _T]:
+    @functools.wraps(call)
+    def borrowing(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        with pool.borrowed():
+            return call(*args, **kwargs)
+
+    return borrowing
+
+
+# The worker's clock for its cutoffs.
+database_now = _on_engine_connection(_database_now)
 
 
 def claim_bounds(*, functions: list[str] | None, queues: list[str] | None, tenant_id: str | None) -> ClaimBounds:
@@ -37,6 +81,7 @@ def claim_bounds(*, functions: list[str] | None, queues: list[str] | None, tenan
     )
 
 
+@_on_engine_connection
 def claim(
     *, limit: int, start_now: int, worker_id: str, bounds: ClaimBounds, lease_seconds: float | None = None
 ) -> list[Attempt]:
@@ -66,10 +111,12 @@ def claim(
     ]
 
 
+@_on_engine_connection
 def seconds_until_next_due(bounds: ClaimBounds) -> float | None:
     return claims.seconds_until_next_due(bounds)
 
 
+@_on_engine_connection
 def start(attempt: Attempt) -> bool:
     """Start a claimed attempt that waited for a slot; False if the run is no longer this holder's."""
     cancel = claims.start(*attempt.held)
@@ -80,6 +127,7 @@ def start(attempt: Attempt) -> bool:
     return True
 
 
+@_on_engine_connection
 def renew(attempts: list[Attempt]) -> dict[tuple[str, int], Renewal]:
     """Extend the leases of held attempts; one Renewal per (run id, token)."""
     return claims.heartbeat([attempt.held for attempt in attempts], durable_settings.LEASE_SECONDS)
@@ -95,6 +143,7 @@ class LandingReport:
     retry: list[tuple[Attempt, str]] = field(default_factory=list)
 
 
+@_on_engine_connection
 def land_successes(batch: list[tuple[Attempt, str]]) -> LandingReport:
     """Land (attempt, output JSON) pairs succeeded, together in one statement where they can be.
 
@@ -137,11 +186,13 @@ def _land_one_by_one(batch: list[tuple[Attempt, str]]) -> LandingReport:
     return report
 
 
+@_on_engine_connection
 def release(attempts: list[Attempt]) -> int:
     """Hand held runs back as pending, counting nothing; returns how many were still held."""
     return claims.release([attempt.held for attempt in attempts])
 
 
+@_on_engine_connection
 def cancel_held(attempt: Attempt) -> bool:
     """Land a held run cancelled (its cancel was requested); False if the fence or a pivot refused it."""
     return landing.cancel_held(*attempt.held, attempt.run.parent_run_id) is not None

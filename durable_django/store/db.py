@@ -18,6 +18,7 @@ from ..conf import durable_settings
 from ..states import TERMINAL_STATUSES, RunStatus
 from ..tenancy import unscope
 from ..types import RetryPolicy, Run, Schedule
+from . import pool
 
 # Channels: one wakes workers (payload: the queue), one announces landed runs (payload: run id).
 WAKE_CHANNEL = "durable_wake"
@@ -230,7 +231,7 @@ def session_connection_params() -> dict[str, Any]:
     params = connection().get_connection_params()
     for django_only in ("cursor_factory", "context", "prepare_threshold"):
         params.pop(django_only, None)
-    return params
+    return {**params, **pool.session_name()}
 
 
 @contextmanager

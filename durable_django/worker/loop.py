@@ -4,8 +4,11 @@ One thread claims in batches to fill idle slots (and, while attempts are
 short, a batch ahead of them) and sleeps on an event that a NOTIFY, a
 finished attempt or the poll timeout sets. Slot threads execute attempts. The
 heartbeat thread renews leases, the listener thread hears NOTIFY, the
-scheduler thread fires cron schedules. Every thread keeps its own database
-connection and replaces it only when it breaks; none may die of an error.
+scheduler thread fires cron schedules. The engine's reads and writes, from
+every thread, share a few connections (``DURABLE["ENGINE_CONNECTIONS"]``, see
+``engine/lifecycle.py``); the listener keeps a session of its own, and a
+handler's own queries use its slot thread's connection. A broken connection
+is replaced; no thread may die of an error.
 
 When the database cannot be reached the worker stops starting attempts and
 drops the claimed runs it had not started (their leases expire; reclaiming
@@ -133,11 +136,12 @@ class Worker:
             ",".join(opts.queues or ["*"]),
             opts.tenant_id or "*",
         )
-        self._start_threads()
-        try:
-            self._claim_loop()
-        finally:
-            self._shutdown()
+        with lifecycle.engine_connections(opts.worker_id):
+            self._start_threads()
+            try:
+                self._claim_loop()
+            finally:
+                self._shutdown()
 
     def _start_threads(self) -> None:
         for index in range(self.options.concurrency):

@@ -109,3 +109,13 @@ def test_system_checks_report_invalid_declared_schedules_and_purge_after(setting
             "timedelta, a number of seconds, or None).",
         ),
     }
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.5, "4", True, None])
+def test_a_system_check_refuses_engine_connections_that_are_not_a_positive_integer(settings, value):
+    from durable_django.checks import check_settings
+
+    settings.DURABLE = {**settings.DURABLE, "ENGINE_CONNECTIONS": value}
+    assert [error.id for error in check_settings()] == ["durable_django.E030"]
+    settings.DURABLE = {**settings.DURABLE, "ENGINE_CONNECTIONS": 1}
+    assert check_settings() == []
