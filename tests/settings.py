@@ -28,6 +28,14 @@ DATABASES = {"default": env.db("DATABASE_URL")}
 DATABASES["durable"] = copy.deepcopy(DATABASES["default"])
 DATABASES["durable"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_durable"}
 
+if os.environ.get("DURABLE_TEST_HANDLER_POOL"):
+    # Django's connection pool on "default", at most this many connections (tests/process/test_connections.py).
+    DATABASES["default"]["OPTIONS"]["pool"] = {
+        "min_size": 0,
+        "max_size": int(os.environ["DURABLE_TEST_HANDLER_POOL"]),
+        "timeout": 120,
+    }
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",

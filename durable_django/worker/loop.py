@@ -28,7 +28,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from django.db import DatabaseError
+from django.db import DatabaseError, close_old_connections
 
 from .. import faults
 from ..conf import durable_settings
@@ -252,6 +252,9 @@ class Worker:
             except Exception:  # a bug here must not kill the slot
                 logger.exception("run %s: unexpected error in the worker", attempt.run.run_id)
                 self.pool.done(slot, attempt, ran=False)
+            # An attempt is the worker's request: the handler's own connections (the engine's are
+            # shared apart) are closed or kept as CONN_MAX_AGE says, and go back to OPTIONS["pool"].
+            close_old_connections()
             self._wake.set()
 
     def _run_attempt(self, slot: int, attempt: Attempt) -> None:
