@@ -62,6 +62,8 @@ def engine_connection() -> AbstractContextManager[None]:
 
 
 def _on_engine_connection(call: Callable[_P, _T]) -> Callable[_P, _T]:
+    """Run ``call`` on one of the engine's connections."""
+
     @functools.wraps(call)
     def borrowing(*args: _P.args, **kwargs: _P.kwargs) -> _T:
         with pool.borrowed():
@@ -70,8 +72,22 @@ def _on_engine_connection(call: Callable[_P, _T]) -> Callable[_P, _T]:
     return borrowing
 
 
+def _on_engine_connection_first(call: Callable[_P, _T]) -> Callable[_P, _T]:
+    """Run ``call`` on one of the engine's connections, served before the slots' calls when all are lent.
+
+    For the claim loop's and the heartbeat's calls: slots wait for claims, and leases for renewals.
+    """
+
+    @functools.wraps(call)
+    def borrowing(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        with pool.borrowed(first=True):
+            return call(*args, **kwargs)
+
+    return borrowing
+
+
 # The worker's clock for its cutoffs.
-database_now = _on_engine_connection(_database_now)
+database_now = _on_engine_connection_first(_database_now)
 
 
 def claim_bounds(*, functions: list[str] | None, queues: list[str] | None, tenant_id: str | None) -> ClaimBounds:
@@ -81,7 +97,7 @@ def claim_bounds(*, functions: list[str] | None, queues: list[str] | None, tenan
     )
 
 
-@_on_engine_connection
+@_on_engine_connection_first
 def claim(
     *, limit: int, start_now: int, worker_id: str, bounds: ClaimBounds, lease_seconds: float | None = None
 ) -> list[Attempt]:
@@ -111,7 +127,7 @@ def claim(
     ]
 
 
-@_on_engine_connection
+@_on_engine_connection_first
 def seconds_until_next_due(bounds: ClaimBounds) -> float | None:
     return claims.seconds_until_next_due(bounds)
 
@@ -127,7 +143,7 @@ def start(attempt: Attempt) -> bool:
     return True
 
 
-@_on_engine_connection
+@_on_engine_connection_first
 def renew(attempts: list[Attempt]) -> dict[tuple[str, int], Renewal]:
     """Extend the leases of held attempts; one Renewal per (run id, token)."""
     return claims.heartbeat([attempt.held for attempt in attempts], durable_settings.LEASE_SECONDS)
@@ -143,7 +159,7 @@ class LandingReport:
     retry: list[tuple[Attempt, str]] = field(default_factory=list)
 
 
-@_on_engine_connection
+@_on_engine_connection_first
 def land_successes(batch: list[tuple[Attempt, str]]) -> LandingReport:
     """Land (attempt, output JSON) pairs succeeded, together in one statement where they can be.
 
@@ -186,13 +202,13 @@ def _land_one_by_one(batch: list[tuple[Attempt, str]]) -> LandingReport:
     return report
 
 
-@_on_engine_connection
+@_on_engine_connection_first
 def release(attempts: list[Attempt]) -> int:
     """Hand held runs back as pending, counting nothing; returns how many were still held."""
     return claims.release([attempt.held for attempt in attempts])
 
 
-@_on_engine_connection
+@_on_engine_connection_first
 def cancel_held(attempt: Attempt) -> bool:
     """Land a held run cancelled (its cancel was requested); False if the fence or a pivot refused it."""
     return landing.cancel_held(*attempt.held, attempt.run.parent_run_id) is not None

@@ -29,6 +29,7 @@ connections) is not used for them, and ``application_name`` names them
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -60,29 +61,43 @@ class EnginePool:
         options["application_name"] = application_name
         self._settings = {**settings, "OPTIONS": options}
         self._backend = type(connections[alias])
-        self._available = threading.Condition()
+        self._lock = threading.Lock()
         self._idle: list[BaseDatabaseWrapper] = []
+        self._waiting: collections.deque[_Waiter] = collections.deque()
+        self._waiting_first: collections.deque[_Waiter] = collections.deque()
         self._made = 0
         self._closed = False
         self._held = threading.local()
 
     # -- lending ---------------------------------------------------------------
 
-    def borrowed(self) -> _Borrow:
-        """A context in which this thread's connection on the alias is one of the pool's."""
-        return _Borrow(self)
+    def borrowed(self, *, first: bool = False) -> _Borrow:
+        """A context in which this thread's connection on the alias is one of the pool's.
+
+        Args:
+            first: when every connection is lent, be served before the callers waiting without it
+                (the claim loop and the heartbeat: a worker's throughput and its leases hang on them).
+        """
+        return _Borrow(self, first)
 
     def holds(self) -> bool:
         """Whether the calling thread holds one of the pool's connections now."""
         return getattr(self._held, "depth", 0) > 0
 
-    def _acquire(self) -> BaseDatabaseWrapper:
-        with self._available:
-            while not self._idle and self._made >= self.size:
-                self._available.wait()
-            if self._idle:
+    def _acquire(self, first: bool) -> BaseDatabaseWrapper:
+        with self._lock:
+            if self._idle:  # nobody waits while one is idle: a connection coming back goes to a waiter
                 return self._idle.pop()  # the most recently used: the others may stay unopened
-            self._made += 1
+            if self._made < self.size:
+                self._made += 1
+                waiter = None
+            else:
+                waiter = _Waiter()
+                (self._waiting_first if first else self._waiting).append(waiter)
+        if waiter is not None:
+            waiter.handed.acquire()  # until a connection coming back is handed to this waiter
+            assert waiter.wrapper is not None
+            return waiter.wrapper
         # The connection itself opens at its first statement (Django connects lazily).
         wrapper = self._backend(self._settings, self.alias)
         wrapper.inc_thread_sharing()  # it moves from thread to thread, one at a time
@@ -91,26 +106,45 @@ class EnginePool:
     def _release(self, wrapper: BaseDatabaseWrapper, *, failed: bool) -> None:
         if failed or not _idle_outside_transactions(wrapper) or self._closed:
             _close(wrapper)
-        with self._available:
-            self._idle.append(wrapper)
-            self._available.notify()
+        with self._lock:
+            # Handed straight to the longest waiter (a call that goes first before the others), so
+            # a thread that did not wait cannot take it from under a waiter.
+            queue = self._waiting_first or self._waiting
+            if not queue:
+                self._idle.append(wrapper)
+                return
+            waiter = queue.popleft()
+        waiter.wrapper = wrapper
+        waiter.handed.release()
 
     def close(self) -> None:
         """Close the idle connections; a lent one is closed when it comes back."""
-        with self._available:
+        with self._lock:
             self._closed = True
             idle = list(self._idle)
         for wrapper in idle:
             _close(wrapper)
 
 
+class _Waiter:
+    """A thread waiting for a connection: ``handed`` is released once ``wrapper`` is its."""
+
+    __slots__ = ("handed", "wrapper")
+
+    def __init__(self) -> None:
+        self.handed = threading.Lock()
+        self.handed.acquire()
+        self.wrapper: BaseDatabaseWrapper | None = None
+
+
 class _Borrow:
     """Swap one of the pool's connections in as this thread's connection on the alias, and back."""
 
-    __slots__ = ("_pool", "_previous", "_wrapper")
+    __slots__ = ("_first", "_pool", "_previous", "_wrapper")
 
-    def __init__(self, pool: EnginePool) -> None:
+    def __init__(self, pool: EnginePool, first: bool) -> None:
         self._pool = pool
+        self._first = first
         self._wrapper: BaseDatabaseWrapper | None = None
         self._previous: BaseDatabaseWrapper | None = None
 
@@ -121,7 +155,7 @@ class _Borrow:
         if depth:
             return  # this thread holds one already: keep using it
         try:
-            self._wrapper = self._pool._acquire()
+            self._wrapper = self._pool._acquire(self._first)
         except BaseException:
             held.depth = 0
             raise
@@ -181,15 +215,17 @@ def installed(alias: str, size: int, application_name: str) -> Iterator[EnginePo
 _NOTHING = nullcontext()
 
 
-def borrowed() -> AbstractContextManager[None]:
+def borrowed(*, first: bool = False) -> AbstractContextManager[None]:
     """Borrow one of the installed pool's connections for the ``with`` block; without a pool, do nothing.
+
+    ``first``: served before the other waiters when every connection is lent (see ``EnginePool.borrowed``).
 
     Without a pool (a web process, ``run_until_idle``, a test) the engine's
     statements run on the thread's own connection and join its transaction, as
     every call of the client API does.
     """
     pool = _pool
-    return _NOTHING if pool is None else pool.borrowed()
+    return _NOTHING if pool is None else pool.borrowed(first=first)
 
 
 def session_name() -> dict[str, str]:
