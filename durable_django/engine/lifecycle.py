@@ -35,6 +35,7 @@ from ..store.db import listening as listening  # the worker's
 from ..store.db import reset_connection as reset_connection  # the worker's, and used here
 from ..store.schedules import database_now as _database_now
 from ..types import ClaimedRun
+from . import starts
 from .attempt import Attempt
 from .execute import Outcome, fail_attempt, finished, report_success
 
@@ -86,6 +87,8 @@ def _on_engine_connection_first(call: Callable[_P, _T]) -> Callable[_P, _T]:
     return borrowing
 
 
+_starts = starts.Starts()
+
 # The worker's clock for its cutoffs.
 database_now = _on_engine_connection_first(_database_now)
 
@@ -132,10 +135,12 @@ def seconds_until_next_due(bounds: ClaimBounds) -> float | None:
     return claims.seconds_until_next_due(bounds)
 
 
-@_on_engine_connection
 def start(attempt: Attempt) -> bool:
-    """Start a claimed attempt that waited for a slot; False if the run is no longer this holder's."""
-    cancel = claims.start(*attempt.held)
+    """Start a claimed attempt that waited for a slot; False if the run is no longer this holder's.
+
+    The slots that ask at once are started together, in one statement on one of the engine's connections.
+    """
+    cancel = _starts.start(*attempt.held)
     if cancel is None:
         return False
     attempt.started = True
