@@ -35,7 +35,7 @@ from ..store.db import listening as listening  # the worker's
 from ..store.db import reset_connection as reset_connection  # the worker's, and used here
 from ..store.schedules import database_now as _database_now
 from ..types import ClaimedRun
-from . import starts
+from . import batching
 from .attempt import Attempt
 from .execute import Outcome, fail_attempt, finished, report_success
 
@@ -86,8 +86,6 @@ def _on_engine_connection_first(call: Callable[_P, _T]) -> Callable[_P, _T]:
 
     return borrowing
 
-
-_starts = starts.Starts()
 
 # The worker's clock for its cutoffs.
 database_now = _on_engine_connection_first(_database_now)
@@ -140,7 +138,7 @@ def start(attempt: Attempt) -> bool:
 
     The slots that ask at once are started together, in one statement on one of the engine's connections.
     """
-    cancel = _starts.start(*attempt.held)
+    cancel = batching.start(*attempt.held)
     if cancel is None:
         return False
     attempt.started = True

@@ -215,6 +215,11 @@ def installed(alias: str, size: int, application_name: str) -> Iterator[EnginePo
 _NOTHING = nullcontext()
 
 
+def lending() -> bool:
+    """Whether a worker's pool is installed in this process: engine calls borrow its connections."""
+    return _pool is not None
+
+
 def borrowed(*, first: bool = False) -> AbstractContextManager[None]:
     """Borrow one of the installed pool's connections for the ``with`` block; without a pool, do nothing.
 
