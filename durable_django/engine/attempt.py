@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
 import logging
 import threading
 import time
@@ -72,13 +73,24 @@ class Attempt:
         engine's connections (``store.pool``): a broken one is closed, and the
         next try opens another.
         """
-        give_up = time.monotonic() + durable_settings.LEASE_SECONDS
+        return self._send(functools.partial(write, *args, **kwargs), borrow=True)
+
+    def persist_together(self, write: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """``persist()`` for a write that other slots' writes of its kind join (``engine/batching.py``):
+        its batch borrows the connection, once for them all."""
+        return self._send(functools.partial(write, *args, **kwargs), borrow=False)
+
+    def _send(self, write: Callable[[], _T], *, borrow: bool) -> _T:
+        began = time.monotonic()
         backoff = 0.05
         while True:
             try:
+                if not borrow:
+                    return write()
                 with pool.borrowed():
-                    return write(*args, **kwargs)
+                    return write()
             except DatabaseError as exc:
+                give_up = began + durable_settings.LEASE_SECONDS
                 if not is_disconnect(exc) or self.lost or time.monotonic() + backoff > give_up:
                     raise
                 level = logging.WARNING if backoff == 0.05 else logging.DEBUG

@@ -1,4 +1,4 @@
-"""Writes that slots ask for at the same time, sent together: the starts of claimed runs.
+"""Writes that slots ask for at the same time, sent together: starts of claimed runs, and step records.
 
 A worker's engine shares a few connections (``store/pool.py``). Under load every
 slot writes at once, and a statement per slot would hold one of those few
@@ -25,7 +25,9 @@ from typing import Generic, TypeVar
 
 from django.db import DatabaseError
 
-from ..store import claims, pool
+from ..store import claims, journal, pool
+from ..store.db import from_json
+from ..store.journal import Recorded
 
 _Item = TypeVar("_Item")
 _Outcome = TypeVar("_Outcome")
@@ -134,3 +136,24 @@ def start(run_id: str, token: int) -> bool | None:
         with pool.borrowed():
             return claims.start(run_id, token)
     return outcome.cancel_requested if outcome.started else None
+
+
+# -- step records ---------------------------------------------------------------------------------
+
+
+_steps: Batcher[journal.StepWrite, journal.StepWritten] = Batcher(journal.record_steps)
+
+
+def record_step(run_id: str, token: int, step_id: str, result_json: str) -> Recorded:
+    """Journal a step (not a pivot) under the fence; returns the stored value (ours, or an earlier writer's).
+
+    Raises:
+        LeaseLost: the run is no longer this attempt's.
+    """
+    written = _steps.send(journal.StepWrite(run_id, token, step_id, result_json))
+    if written.stored is None:
+        # Not stored by the batch: an entry was there already, the fence refused it, or its run was
+        # locked by another transaction. One statement of its own tells which (and waits for the lock).
+        with pool.borrowed():
+            return journal.record_step(run_id, token, step_id, result_json, pivot=False)
+    return Recorded(from_json(written.stored), written.cancel_requested)

@@ -22,7 +22,7 @@ from ..store import journal as journal_store
 from ..store.db import connection
 from ..types import ChildResult, RetryPolicy, Run
 from ..values import aware, integer, json_text, seconds, text
-from . import submit
+from . import batching, submit
 from .attempt import Attempt
 
 _SPAWN_FORBIDDEN = ("idempotency_key", "coalesce_key", "tenant_id", "parent_run_id")
@@ -160,9 +160,14 @@ class Context(RunFacts):
                 step=name,
                 run_id=self._run.run_id,
             ) from None
-        recorded = self._attempt.persist(
-            journal_store.record_step, self._run.run_id, self._attempt.token, sid, encoded, pivot=pivot
-        )
+        if pivot:
+            recorded = self._attempt.persist(
+                journal_store.record_step, self._run.run_id, self._attempt.token, sid, encoded, pivot=True
+            )
+        else:  # journalled together with the steps other slots record at the same time
+            recorded = self._attempt.persist_together(
+                batching.record_step, self._run.run_id, self._attempt.token, sid, encoded
+            )
         if pivot:
             self._attempt.pivoted = True
         if recorded.cancel_requested:

@@ -1,4 +1,4 @@
-"""Writes slots ask for at once, sent together (engine/batching.py): starts, each fenced and decided."""
+"""Writes slots ask for at once, sent together (engine/batching.py): starts and steps, each fenced and decided."""
 
 import threading
 
@@ -9,7 +9,8 @@ from django.db import DataError, connection, connections, transaction
 from durable_django import api
 from durable_django.conf import durable_settings
 from durable_django.engine import batching
-from durable_django.store import claims, pool
+from durable_django.exceptions import LeaseLost
+from durable_django.store import claims, journal, pool
 from tests.helpers import run_in_threads, subprocess_database_url
 from tests.store.factories import claim, enqueue_many
 
@@ -155,3 +156,66 @@ def test_a_batch_the_database_refuses_raises_in_its_slot_and_the_next_batch_star
         batching.start(run.run_id, 2**40)  # no fence token fits int: the statement is refused
     assert isinstance(refused.value.__cause__, psycopg.errors.NumericValueOutOfRange)
     assert batching.start(run.run_id, run.attempts) is False
+
+
+def stored_steps(run_id):
+    with connection.cursor() as cur:
+        cur.execute("SELECT step_id, result::text FROM durable_step WHERE run_id = %s ORDER BY step_id", [run_id])
+        return dict(cur.fetchall())
+
+
+def test_record_steps_stores_fresh_steps_and_leaves_the_others_to_be_decided_alone():
+    enqueue_many(3)
+    fresh, there, locked = claim(limit=3)
+    journal.record_step(there.run_id, there.attempts, "v1:s:0", '"first"', pivot=False)
+    api.cancel(fresh.run_id)  # running: a cancel is requested, and carried back
+    writes = [
+        journal.StepWrite(fresh.run_id, fresh.attempts, "v1:s:0", '{"b": 1, "a": [1.5]}'),
+        journal.StepWrite(there.run_id, there.attempts, "v1:s:0", '"second"'),  # an entry is there already
+        journal.StepWrite(there.run_id, there.attempts + 1, "v1:s:1", '"stale"'),  # not this token
+        journal.StepWrite(locked.run_id, locked.attempts, "v1:s:0", '"later"'),
+    ]
+    with psycopg.connect(subprocess_database_url()) as other:
+        other.execute("SELECT 1 FROM durable_run WHERE run_id = %s FOR UPDATE", [locked.run_id])
+        written = journal.record_steps(writes)
+        other.rollback()
+    assert written == [
+        journal.StepWritten('{"a": [1.5], "b": 1}', cancel_requested=True),  # as jsonb stores it
+        journal.StepWritten(None, False),
+        journal.StepWritten(None, False),
+        journal.StepWritten(None, False),
+    ]
+    assert stored_steps(there.run_id) == {"v1:s:0": '"first"'} and stored_steps(locked.run_id) == {}
+    # One of them alone takes its own statement.
+    assert journal.record_steps(writes[3:]) == [journal.StepWritten('"later"', cancel_requested=False)]
+
+
+def test_slots_recording_steps_at_once_each_get_their_value_and_the_first_value_wins(engine_pool):
+    enqueue_many(12)
+    runs = claim(limit=12)
+    batching.record_step(runs[0].run_id, runs[0].attempts, "v1:s:0", '"first"')
+
+    def record(index):
+        run = runs[index % 12]
+        return batching.record_step(run.run_id, run.attempts, f"v1:s:{index // 12}", f'"{index}"')
+
+    recorded = run_in_threads(24, record)
+    # Run 0's first step was there: it keeps its first value; every other step is stored as sent.
+    assert recorded[0] == journal.Recorded("first", False)
+    assert all(recorded[index] == journal.Recorded(str(index), False) for index in range(1, 24))
+    assert stored_steps(runs[1].run_id) == {"v1:s:0": '"1"', "v1:s:1": '"13"'}
+    with pytest.raises(LeaseLost):
+        batching.record_step(runs[1].run_id, runs[1].attempts + 1, "v1:s:2", "null")
+
+
+def test_steps_asked_while_a_batch_is_sent_are_sent_together_in_the_next(engine_pool):
+    enqueue_many(12)
+    runs = claim(limit=12)
+    recorded = asked_while_a_connection_is_held(
+        engine_pool,
+        batching._steps,
+        12,
+        lambda index: batching.record_step(runs[index].run_id, runs[index].attempts, "v1:s:0", str(index)),
+    )
+    assert recorded == [journal.Recorded(index, False) for index in range(12)]
+    assert writers("durable_step", [run.run_id for run in runs]) == 2
