@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
 
@@ -115,28 +115,13 @@ class Attempt:
 
     # -- user code boundaries -------------------------------------------------
 
-    @contextmanager
-    def user_code(self) -> Iterator[None]:
+    def user_code(self) -> AbstractContextManager[None]:
         """Mark a stretch of user code that a stop may interrupt."""
-        with self._lock:
-            self._thread_id = threading.get_ident()
-            previous, self._in_user_code = self._in_user_code, True
-        try:
-            yield
-        finally:
-            self._leave(previous)
+        return _Boundary(self, user=True)
 
-    @contextmanager
-    def engine_code(self) -> Iterator[None]:
+    def engine_code(self) -> AbstractContextManager[None]:
         """Mark engine code inside a handler (context methods) that must not be interrupted."""
-        with self._lock:
-            previous, self._in_user_code = self._in_user_code, False
-            self._clear_interrupt()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._in_user_code = previous
+        return _Boundary(self, user=False)
 
     @contextmanager
     def pivot(self) -> Iterator[None]:
@@ -204,3 +189,34 @@ class Attempt:
         # The loop may have closed since (the handler ended between the caller's look and this call).
         with suppress(RuntimeError):
             loop.call_soon_threadsafe(task.cancel)
+
+
+class _Boundary:
+    """Where user code begins or ends inside an attempt (``Attempt.user_code`` and ``engine_code``).
+
+    A class rather than a generator: every step crosses three of them.
+    """
+
+    __slots__ = ("_attempt", "_previous", "_user")
+
+    def __init__(self, attempt: Attempt, *, user: bool) -> None:
+        self._attempt = attempt
+        self._user = user
+        self._previous = False
+
+    def __enter__(self) -> None:
+        attempt = self._attempt
+        with attempt._lock:
+            if self._user:
+                attempt._thread_id = threading.get_ident()
+            self._previous, attempt._in_user_code = attempt._in_user_code, self._user
+            if not self._user:
+                attempt._clear_interrupt()
+
+    def __exit__(self, *exc: object) -> None:
+        attempt = self._attempt
+        if self._user:
+            attempt._leave(self._previous)
+            return
+        with attempt._lock:
+            attempt._in_user_code = self._previous
