@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import time
@@ -194,7 +195,7 @@ def row_to_run(row: Row) -> Run:
         error_type=error_type,
         failures=failures,
         recoveries=recoveries,
-        retry_policy=RetryPolicy.from_json(from_json(retry_policy)),
+        retry_policy=_retry_policy(retry_policy),
         waiting_for=waiting_for,
         pivoted_at=pivoted_at,
         started_at=started_at,
@@ -203,6 +204,12 @@ def row_to_run(row: Row) -> Run:
         attempt_started_at=attempt_started_at,
         held_by=held_by,
     )
+
+
+@functools.lru_cache(maxsize=128)
+def _retry_policy(stored: str | None) -> RetryPolicy:
+    """A run's retry policy from its stored JSON; parsed once per policy (a policy is immutable)."""
+    return RetryPolicy.from_json(from_json(stored))
 
 
 SCHEDULE_COLUMNS = (

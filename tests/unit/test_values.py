@@ -119,3 +119,13 @@ def test_a_system_check_refuses_engine_connections_that_are_not_a_positive_integ
     assert [error.id for error in check_settings()] == ["durable_django.E030"]
     settings.DURABLE = {**settings.DURABLE, "ENGINE_CONNECTIONS": 1}
     assert check_settings() == []
+
+
+def test_a_retry_policys_json_holds_every_field():
+    import dataclasses
+
+    from durable_django.types import RetryPolicy
+
+    policy = RetryPolicy(max_attempts=5, initial_delay=0.5, max_delay=9.0, backoff=3.0, jitter=0.25)
+    assert policy.as_json() == dataclasses.asdict(policy)
+    assert RetryPolicy.from_json(policy.as_json()) == policy
