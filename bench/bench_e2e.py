@@ -16,6 +16,7 @@ from . import common
 from .bench_store import RAW_INSERT
 from .common import raw_connect, record, reset_tables
 
+STEP_ROUNDS = 3
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 PEERS_VENV = os.path.join(BENCH_DIR, ".peers-venv")
 
@@ -234,13 +235,17 @@ def main(args, *, with_durable: bool = True, with_peers: bool = True) -> None:
                 ">= 2.00",
             )
     if with_durable:
-        durable = durable_steps(args.step_runs)
-        raw = raw_steps(args.step_runs * 100)
+        # Rounds of each side in turn; the median round is reported (the machine is shared).
+        rounds = sorted(
+            ((durable_steps(args.step_runs), raw_steps(args.step_runs * 100)) for _ in range(STEP_ROUNDS)),
+            key=lambda pair: pair[0] / pair[1],
+        )
+        durable, raw = rounds[len(rounds) // 2]
         record(
-            "steps (1 slot) vs raw INSERT loop",
+            f"steps (1 slot) vs raw INSERT loop, median of {STEP_ROUNDS} rounds",
             f"{durable:.0f} vs {raw:.0f} steps/s",
             f"{durable / raw:.2f}",
-            ">= 0.50",
+            ">= 0.80",
         )
         p50, p95 = wake_latency(args.latency_tries)
         record(
