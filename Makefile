@@ -1,7 +1,7 @@
 # Developer tasks; CONTRIBUTING.md explains each. CI runs `.ci/run`, which runs `tox`.
 PYTHON ?= python3
 
-.PHONY: install test test-fast lint demo bench
+.PHONY: install test test-fast test-pgbouncer lint demo bench
 
 install:  ## the package with its test, tasks, browser and lint extras, editable
 	$(PYTHON) -m pip install -e ".[test,tasks,browser,lint]" import-linter
@@ -11,6 +11,9 @@ test:  ## the whole matrix, exactly as CI runs it
 
 test-fast:  ## the suite once, on this interpreter and Django
 	$(PYTHON) -m pytest -n 2
+
+test-pgbouncer:  ## the store, engine, process and pooler tiers through a real PgBouncer in transaction mode
+	tox -e pgbouncer
 
 lint:  ## the layering contracts, mypy --strict, system checks and migration drift
 	lint-imports

@@ -53,3 +53,27 @@ def busy(ctx, input):
     for index in range(input["steps"]):
         ctx.step("work", lambda: time.sleep(input["pause"]), occurrence=index)
     return None
+
+
+@durable_function("bench.spawn_many")
+def spawn_many(ctx, input):
+    """Spawn input["children"] no-op children with one ctx.spawn_many; returns the seconds it took."""
+    started = time.perf_counter()
+    ctx.spawn_many("children", "bench.noop", [None] * input["children"])
+    return time.perf_counter() - started
+
+
+@durable_function("bench.spawn_loop")
+def spawn_loop(ctx, input):
+    """Spawn the same children with one ctx.spawn each; returns the seconds it took."""
+    started = time.perf_counter()
+    for index in range(input["children"]):
+        ctx.spawn("child", "bench.noop", None, occurrence=index)
+    return time.perf_counter() - started
+
+
+@durable_function("bench.gather")
+def gather(ctx, input):
+    """Spawn input["children"] no-op children and wait for all of them; returns how many results came back."""
+    ids = ctx.spawn_many("children", "bench.noop", [None] * input["children"])
+    return len(ctx.wait_for_all("gather", ids))

@@ -1,6 +1,7 @@
 """Run every benchmark against one PostgreSQL server and print a table of ratios.
 
-Usage: ``python bench/run_all.py [--only store,e2e,peers,sleep,purge,flow,connections] [--runs 5000] ...``
+Usage: ``python bench/run_all.py [--only store,e2e,peers,sleep,purge,flow,obs,fanout,scale,connections]
+[--runs 5000] ...``
 (an embedded pgserver in a temporary directory when DATABASE_URL is unset).
 """
 
@@ -18,7 +19,9 @@ from bench import common
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
-        "--only", default="store,e2e,peers,sleep,purge,flow,connections", help="comma-separated benchmarks to run"
+        "--only",
+        default="store,e2e,peers,sleep,purge,flow,obs,fanout,connections",
+        help="comma-separated benchmarks to run",
     )
     parser.add_argument("--store-runs", type=int, default=3000, help="runs for the store vs raw benchmark")
     parser.add_argument("--runs", type=int, default=5000, help="no-op runs for the end-to-end benchmarks")
@@ -30,6 +33,11 @@ def main() -> None:
     parser.add_argument("--flow-runs", type=int, default=20_000, help="runs per side of the flow-control benchmarks")
     parser.add_argument("--flow-processes", type=int, default=2, help="worker processes (x8) of the flow benchmarks")
     parser.add_argument("--rate-seconds", type=float, default=60.0, help="how long the rate limit is measured")
+    parser.add_argument("--fanout-runs", type=int, default=10_000, help="children, and runs per batch, of fanout")
+    parser.add_argument("--scale-runs", type=int, default=5000, help="runs per round of the scale benchmark")
+    parser.add_argument(
+        "--scale-processes", default="1,2,4", help="worker process counts (x8 threads) of the scale benchmark"
+    )
     parser.add_argument(
         "--layouts", default="1x8,1x16,2x8", help="worker layouts to try, PROCESSESxCONCURRENCY, comma-separated"
     )
@@ -58,6 +66,18 @@ def main() -> None:
             from bench import bench_flow
 
             bench_flow.main(args.flow_runs, args.flow_processes, args.rate_seconds)
+        if "scale" in only:
+            from bench import bench_scale
+
+            bench_scale.main(args.scale_runs, [int(count) for count in args.scale_processes.split(",")])
+        if "obs" in only:
+            from bench import bench_observability
+
+            bench_observability.main(args.runs)
+        if "fanout" in only:
+            from bench import bench_fanout
+
+            bench_fanout.main(args.fanout_runs, args.flow_processes)
         if "connections" in only:
             from bench import bench_connections
 

@@ -24,7 +24,8 @@ INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth", "durable
 if django.VERSION < (6, 0):
     INSTALLED_APPS.append("django_tasks")
 
-DURABLE = {"POLL_SECONDS": float(os.environ.get("BENCH_POLL_SECONDS", "5"))}
+# Metrics (bench_observability.py) are served on the loopback only.
+DURABLE = {"POLL_SECONDS": float(os.environ.get("BENCH_POLL_SECONDS", "5")), "METRICS_ADDRESS": "127.0.0.1"}
 
 # Warnings only, in every system measured: per-run log lines would dominate a no-op's cost.
 LOGGING = {
@@ -33,3 +34,9 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {"durable_django": {"handlers": ["console"], "level": "WARNING"}},
 }
+
+# bench_observability.py's instrumented worker: the OpenTelemetry SDK with a batch processor (bench/tracing.py).
+if os.environ.get("BENCH_OTEL_SPANS_FILE"):
+    from bench.tracing import install
+
+    install(os.environ["BENCH_OTEL_SPANS_FILE"])

@@ -8,7 +8,10 @@ from django.conf import settings
 from django.core import checks
 from django.db import router
 
-from .conf import durable_settings
+from .conf import behind_transaction_pooler, durable_settings
+
+# PgBouncer's default port: an alias on it is most likely behind PgBouncer.
+PGBOUNCER_PORT = "6432"
 
 
 @checks.register(checks.Tags.database, checks.Tags.compatibility)
@@ -70,6 +73,14 @@ def check_settings(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
     engine_connections = durable_settings.ENGINE_CONNECTIONS
     if not isinstance(engine_connections, int) or isinstance(engine_connections, bool) or engine_connections < 1:
         errors.append(checks.Error("DURABLE['ENGINE_CONNECTIONS'] must be an integer >= 1.", id="durable_django.E030"))
+    address = durable_settings.METRICS_ADDRESS
+    if not isinstance(address, str):
+        errors.append(
+            checks.Error(
+                "DURABLE['METRICS_ADDRESS'] must be a string: the address --metrics-port binds (\"0.0.0.0\": all).",
+                id="durable_django.E020",
+            )
+        )
     errors.extend(_schedule_errors())
     return errors
 
@@ -97,3 +108,79 @@ def _schedule_errors() -> list[checks.CheckMessage]:
             )
         )
     return errors
+
+
+@checks.register(checks.Tags.database)
+def check_deployment(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """LISTEN_DATABASE, READ_DATABASE and PREPARED_STATEMENTS against the aliases they name."""
+    messages = [
+        *_alias_errors("LISTEN_DATABASE", durable_settings.LISTEN_DATABASE, "durable_django.E201"),
+        *_alias_errors("READ_DATABASE", durable_settings.READ_DATABASE, "durable_django.E203"),
+    ]
+    listen = durable_settings.LISTEN_DATABASE
+    if listen in settings.DATABASES and behind_transaction_pooler(listen):
+        messages.append(
+            checks.Warning(
+                f"DURABLE['LISTEN_DATABASE'] is {listen!r}, whose DISABLE_SERVER_SIDE_CURSORS says it goes through "
+                "a transaction pooler: a LISTEN there is lost when its transaction ends, so workers would never wake.",
+                hint="Point LISTEN_DATABASE at an alias that reaches PostgreSQL directly, bypassing the pooler.",
+                id="durable_django.W202",
+            )
+        )
+    messages.extend(_prepared_statement_messages())
+    return messages
+
+
+def _alias_errors(key: str, alias: str | None, check_id: str) -> list[checks.CheckMessage]:
+    if alias is None:
+        return []
+    if alias not in settings.DATABASES:
+        return [checks.Error(f"DURABLE[{key!r}] names {alias!r}, which is not in DATABASES.", id=check_id)]
+    engine = settings.DATABASES[alias].get("ENGINE", "")
+    if engine != "django.db.backends.postgresql":
+        return [
+            checks.Error(
+                f"DURABLE[{key!r}] is {alias!r}, which uses {engine or 'no engine'}, not PostgreSQL.",
+                hint="It must reach the PostgreSQL database the durable tables live in (a replica of it, "
+                "for READ_DATABASE).",
+                id=check_id,
+            )
+        ]
+    return []
+
+
+def _prepared_statement_messages() -> list[checks.CheckMessage]:
+    setting = durable_settings.PREPARED_STATEMENTS
+    if setting not in (True, False, "auto"):
+        return [checks.Error("DURABLE['PREPARED_STATEMENTS'] must be True, False or 'auto'.", id="durable_django.E204")]
+    messages: list[checks.CheckMessage] = []
+    for alias in dict.fromkeys([durable_settings.DATABASE, durable_settings.read_database]):
+        if alias not in settings.DATABASES:
+            continue  # E003 or E203 says so
+        if setting is True and behind_transaction_pooler(alias):
+            messages.append(
+                checks.Warning(
+                    f"DURABLE['PREPARED_STATEMENTS'] is True, but alias {alias!r} has DISABLE_SERVER_SIDE_CURSORS, "
+                    "the sign of a transaction pooler: a statement prepared in one server session is unknown in the "
+                    'next ("prepared statement ... does not exist" / "already exists").',
+                    hint="Leave PREPARED_STATEMENTS at 'auto' (off behind a pooler) unless your pooler keeps "
+                    "prepared statements (PgBouncer 1.21+ with max_prepared_statements).",
+                    id="durable_django.W205",
+                )
+            )
+        elif (
+            setting is not False
+            and not behind_transaction_pooler(alias)
+            and str(settings.DATABASES[alias].get("PORT", "")) == PGBOUNCER_PORT
+        ):
+            messages.append(
+                checks.Warning(
+                    f"Alias {alias!r} uses port {PGBOUNCER_PORT}, PgBouncer's, without DISABLE_SERVER_SIDE_CURSORS: "
+                    "if it goes through PgBouncer in transaction mode, prepared statements and LISTEN break there.",
+                    hint="Behind a transaction pooler set DISABLE_SERVER_SIDE_CURSORS = True on the alias (Django "
+                    "asks for it too) and DURABLE['LISTEN_DATABASE'] to a direct alias; in session mode, or if it "
+                    "is not PgBouncer, silence this warning.",
+                    id="durable_django.W206",
+                )
+            )
+    return messages

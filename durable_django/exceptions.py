@@ -51,6 +51,14 @@ class RecoveriesExhausted(DurableError):
     """A run's workers kept dying (or vanished) until MAX_RECOVERIES ran out; it fails rather than loop."""
 
 
+class AttemptTimedOut(DurableError):
+    """An attempt ran longer than its function's timeout; the run is retried per its policy."""
+
+
+class DeadlineExceeded(DurableError):
+    """The run had not finished by its deadline; it ends failed and its unfinished descendants are cancelled."""
+
+
 class ReadOnlyRecord(DurableError):
     """Durable records are written by durable_django's client API only, never through the models."""
 
@@ -61,6 +69,10 @@ class DuplicateRegistration(ImproperlyConfigured):
 
 class MigrationsNotApplied(ImproperlyConfigured):
     """The durable_django migrations are not applied to the durable database."""
+
+
+class ExtraNotInstalled(ImproperlyConfigured):
+    """A feature was asked for whose optional dependency (a durable-django extra) is not installed."""
 
 
 class DurableControlFlow(BaseException):
@@ -80,3 +92,7 @@ class Cancelled(DurableControlFlow):
 
 class LeaseLost(DurableControlFlow):
     """Another claim took the run over; this attempt may write nothing more."""
+
+
+class DeadlineReached(DurableControlFlow):
+    """The run's deadline has passed: this attempt stops and the run ends failed with DeadlineExceeded."""

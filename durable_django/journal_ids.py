@@ -60,10 +60,11 @@ class StepId:
 
 @dataclass(frozen=True, slots=True)
 class WaitingFor:
-    """What a waiting run waits for: a sleep's deadline, a signal, or a child's landing."""
+    """What a waiting run waits for: a sleep's deadline, a signal, a child's landing, or its children's
+    (``wait_for_all``: the last of them; ``wait_for_any``: the first)."""
 
     kind: str
-    # The signal's name, or the child's run id; empty for a sleep.
+    # The signal's name, the child's run id, or "all" / "any" for children; empty for a sleep.
     target: str = ""
     # Which emission of the signal.
     occurrence: int = 0
@@ -71,8 +72,12 @@ class WaitingFor:
     SLEEP: ClassVar[str] = "sleep"
     SIGNAL: ClassVar[str] = "signal"
     CHILD: ClassVar[str] = "child"
+    CHILDREN: ClassVar[str] = "children"
     # What the landing SQL puts before a child's run id to match a parent waiting for it.
     CHILD_PREFIX: ClassVar[str] = "child:"
+    # How many of the awaited children a children wait needs landed: the last of them, or the first.
+    ALL: ClassVar[str] = "all"
+    ANY: ClassVar[str] = "any"
 
     @classmethod
     def sleep(cls) -> WaitingFor:
@@ -86,11 +91,23 @@ class WaitingFor:
     def child(cls, run_id: str) -> WaitingFor:
         return cls(cls.CHILD, run_id)
 
+    @classmethod
+    def children(cls, *, wait_all: bool) -> WaitingFor:
+        """A wait for the awaited children (those marked with the waiting run's fence token)."""
+        return cls(cls.CHILDREN, cls.ALL if wait_all else cls.ANY)
+
+    @classmethod
+    def children_waits(cls) -> list[str]:
+        """Every encoded children wait, as the landing SQL matches them."""
+        return [str(cls.children(wait_all=True)), str(cls.children(wait_all=False))]
+
     def __str__(self) -> str:
         if self.kind == self.SLEEP:
             return self.SLEEP
         if self.kind == self.SIGNAL:
             return f"{self.SIGNAL}:{self.target}:{self.occurrence}"
+        if self.kind == self.CHILDREN:
+            return f"{self.CHILDREN}:{self.target}"
         return f"{self.CHILD_PREFIX}{self.target}"
 
     @classmethod
@@ -109,4 +126,6 @@ class WaitingFor:
                 return cls.signal(name, int(occurrence))
         if kind == cls.CHILD and rest:
             return cls.child(rest)
+        if kind == cls.CHILDREN and rest in (cls.ALL, cls.ANY):
+            return cls.children(wait_all=rest == cls.ALL)
         raise ValueError(f"not something a run waits for: {encoded!r}")

@@ -15,14 +15,15 @@ from django.db.models import F, Q
 from django.db.models.functions import Now
 
 from .exceptions import ReadOnlyRecord
-from .states import MAX_PRIORITY, MIN_PRIORITY, RunStatus
-
-# Constraint names are shared with the store, which maps violations by name.
-IDEMPOTENCY_CONSTRAINT = "durable_run_idempotency_key_key"
-COALESCE_CONSTRAINT = "durable_run_coalesce_key_pending"
-DEBOUNCE_CONSTRAINT = "durable_run_debounce_key_pending"
-PRIORITY_CONSTRAINT = "durable_run_priority_range"
-
+from .states import (
+    COALESCE_CONSTRAINT,
+    DEBOUNCE_CONSTRAINT,
+    IDEMPOTENCY_CONSTRAINT,
+    MAX_PRIORITY,
+    MIN_PRIORITY,
+    PRIORITY_CONSTRAINT,
+    RunStatus,
+)
 
 _M = TypeVar("_M", bound=models.Model)
 
@@ -108,6 +109,19 @@ class Run(DurableModel):
     # Debounce: the key a burst of submits shares (tenant-scoped), and the latest start max_wait allows.
     debounce_key = models.TextField(null=True, blank=True)
     debounce_until = models.DateTimeField(null=True, blank=True)
+    # A run not finished by this instant ends failed with DeadlineExceeded; a child's is never later
+    # than its parent's. resume() clears it.
+    deadline = models.DateTimeField(null=True, blank=True)
+    # Fan-in (wait_for_all, wait_for_any): on a child, the parent's fence token when it began a wait
+    # that includes this child; a landing counts for the parent only while the token is still its own.
+    awaited_token = models.IntegerField(null=True, blank=True)
+    # Fan-in, on a parent whose waiting_for is "children:all" or "children:any": how many awaited
+    # children must still land before it wakes (meaningless otherwise).
+    awaiting_children = models.IntegerField(null=True, blank=True)
+    # What the handler last reported with ctx.set_progress() (not journalled; the latest write wins).
+    progress = models.JSONField(null=True, blank=True)
+    # The W3C trace context of the code that enqueued the run: its attempts' spans join that trace.
+    trace_context = models.JSONField(null=True, blank=True)
 
     class Meta:
         db_table = "durable_run"
@@ -203,6 +217,14 @@ class Run(DurableModel):
             # The reconciler walks every waiting run in id order, a bounded chunk per pass.
             models.Index(fields=["run_id"], condition=Q(status=RunStatus.WAITING), name="durable_run_waiting"),
             models.Index(fields=["leased_until"], condition=Q(status=RunStatus.RUNNING), name="durable_run_leases"),
+            # Live runs with a deadline, soonest first: every worker fails those whose deadline passed.
+            models.Index(
+                fields=["deadline"],
+                condition=Q(
+                    deadline__isnull=False, status__in=[RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING]
+                ),
+                name="durable_run_deadlines",
+            ),
             # Cascades and purge walk a run's children; the reconciler walks all children in this order.
             models.Index(
                 fields=["parent_run_id", "run_id"],
@@ -213,6 +235,13 @@ class Run(DurableModel):
             # above holds only unclaimed pending runs).
             models.Index(
                 fields=["coalesce_key"], condition=Q(coalesce_key__isnull=False), name="durable_run_coalesce_key"
+            ),
+            # Health and the workers page: which (function, version) pairs have pending runs, and since when
+            # each pair's oldest is due, in a few probes per pair whatever the table holds.
+            models.Index(
+                fields=["name", "version", "available_at", "updated_at"],
+                condition=Q(status=RunStatus.PENDING),
+                name="durable_run_pending_versions",
             ),
         ]
 
@@ -308,3 +337,29 @@ class Schedule(DurableModel):
 
     def __str__(self) -> str:
         return f"{self.schedule_id} ({self.cron})"
+
+
+class Worker(DurableModel):
+    """A worker process as it records itself: written at start, refreshed with its heartbeat, marked at a
+    graceful stop. One that is killed stops being seen and ages out."""
+
+    worker_id = models.TextField(primary_key=True)
+    host = models.TextField()
+    pid = models.IntegerField()
+    # The queues it claims from; None: every queue.
+    queues = models.JSONField(null=True, blank=True)
+    # The functions it registers: {name: [versions]}.
+    functions = models.JSONField(default=dict)
+    # The one tenant whose runs it claims; None: every tenant.
+    tenant_id = models.UUIDField(null=True, blank=True)
+    concurrency = models.IntegerField()
+    started_at = models.DateTimeField(db_default=Now())
+    last_seen_at = models.DateTimeField(db_default=Now())
+    stopped_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        db_table = "durable_worker"
+        verbose_name = "worker"
+
+    def __str__(self) -> str:
+        return self.worker_id

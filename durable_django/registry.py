@@ -7,12 +7,13 @@ import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from .exceptions import DuplicateRegistration, InvalidInput, UnknownFunction
 from .limits import Concurrency, RateLimit
 from .types import RetryPolicy
-from .values import integer
+from .values import integer, seconds
 
 # Version 0 is reserved for Django Tasks runs, which are resolved by import path.
 TASK_PATH_VERSION = 0
@@ -33,6 +34,8 @@ class Registration:
     retry: RetryPolicy | None  # None: DURABLE["DEFAULT_RETRY"] at enqueue time
     concurrency: Concurrency | None = None
     rate_limit: RateLimit | None = None
+    # Seconds an attempt may run before it fails with AttemptTimedOut (None: no limit).
+    timeout: float | None = None
 
     @property
     def is_async(self) -> bool:
@@ -87,6 +90,7 @@ class Registry:
         *,
         concurrency: Concurrency | None = None,
         rate_limit: RateLimit | None = None,
+        timeout: object = None,
     ) -> Registration:
         validate_name(name)
         integer(version, what=f"version of {name!r}", minimum=1)
@@ -96,7 +100,10 @@ class Registry:
             raise InvalidInput(f"rate_limit of {name!r} must be a RateLimit")
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise InvalidInput(f"retry of {name!r} must be a RetryPolicy")
-        registration = Registration(name, version, fn, retry, concurrency, rate_limit)
+        timeout_seconds = seconds(timeout, what=f"timeout of {name!r}")
+        if timeout_seconds is not None and timeout_seconds <= 0:
+            raise InvalidInput(f"timeout of {name!r} must be positive, got {timeout!r}")
+        registration = Registration(name, version, fn, retry, concurrency, rate_limit, timeout_seconds)
         with self._lock:
             versions = self._by_name.setdefault(name, {})
             existing = versions.get(version)
@@ -122,6 +129,11 @@ class Registry:
         if not versions:
             raise UnknownFunction(f"no durable function {name!r} is registered", name=name)
         return versions[max(versions)]
+
+    def timeout_of(self, name: str, version: int) -> float | None:
+        """The attempt timeout of (name, version) in seconds, or None (none, or not registered here)."""
+        registration = self._by_name.get(name, {}).get(version)
+        return None if registration is None else registration.timeout
 
     def knows(self, name: str) -> bool:
         return name in self._by_name
@@ -165,6 +177,7 @@ def durable_function(
     retry: RetryPolicy | None = None,
     concurrency: Concurrency | None = None,
     rate_limit: RateLimit | None = None,
+    timeout: timedelta | float | None = None,
 ) -> Callable[[_H], _H]:
     """Register the decorated function as durable function ``name`` at ``version``.
 
@@ -174,13 +187,16 @@ def durable_function(
         retry: the policy snapshotted into each run; ``DURABLE["DEFAULT_RETRY"]`` if None.
         concurrency: at most this many of its runs (per key) hold an attempt at once, across every worker.
         rate_limit: at most this many of its attempts start per window (per key), across every worker.
+        timeout: an attempt that runs longer (a timedelta or seconds) fails with AttemptTimedOut and is
+            retried per the policy: an async handler is cancelled, a sync handler's thread is abandoned
+            (its slot goes to new work, and nothing it writes later is accepted).
 
     Returns:
         The function itself, unchanged, so it can still be called directly.
     """
 
     def decorate(fn: _H) -> _H:
-        registry.register(name, version, fn, retry, concurrency=concurrency, rate_limit=rate_limit)
+        registry.register(name, version, fn, retry, concurrency=concurrency, rate_limit=rate_limit, timeout=timeout)
         return fn
 
     return decorate

@@ -12,7 +12,7 @@ class RunStatus(models.TextChoices):
     WAITING = "waiting", "Waiting"
     # Finished: the handler returned; output holds its value.
     SUCCEEDED = "succeeded", "Succeeded"
-    # Finished: the retry budget or MAX_RECOVERIES ran out; error holds why.
+    # Finished: the retry budget or MAX_RECOVERIES ran out, or its deadline passed; error holds why.
     FAILED = "failed", "Failed"
     # Finished: cancelled before it could finish.
     CANCELLED = "cancelled", "Cancelled"
@@ -21,12 +21,18 @@ class RunStatus(models.TextChoices):
 # A run's priority range (Django Tasks' own): higher is claimed first.
 MIN_PRIORITY, MAX_PRIORITY = -100, 100
 
+# Constraint names, shared by the models (which declare them) and the store (which maps violations by name).
+IDEMPOTENCY_CONSTRAINT = "durable_run_idempotency_key_key"
+COALESCE_CONSTRAINT = "durable_run_coalesce_key_pending"
+DEBOUNCE_CONSTRAINT = "durable_run_debounce_key_pending"
+PRIORITY_CONSTRAINT = "durable_run_priority_range"
+
 LIVE_STATUSES = frozenset({RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING})
 TERMINAL_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
 
 # Which status may follow which; the store's statements implement exactly these.
 ALLOWED_TRANSITIONS = {
-    RunStatus.PENDING: {RunStatus.RUNNING, RunStatus.CANCELLED},
+    RunStatus.PENDING: {RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.FAILED},  # failed: its deadline passed
     RunStatus.RUNNING: {
         RunStatus.PENDING,  # retry after a failure, or released at shutdown
         RunStatus.RUNNING,  # reclaimed after its lease expired
@@ -35,7 +41,7 @@ ALLOWED_TRANSITIONS = {
         RunStatus.FAILED,
         RunStatus.CANCELLED,
     },
-    RunStatus.WAITING: {RunStatus.PENDING, RunStatus.RUNNING, RunStatus.CANCELLED},
+    RunStatus.WAITING: {RunStatus.PENDING, RunStatus.RUNNING, RunStatus.CANCELLED, RunStatus.FAILED},
     RunStatus.SUCCEEDED: set(),
     RunStatus.FAILED: {RunStatus.PENDING},  # resume()
     RunStatus.CANCELLED: {RunStatus.PENDING},  # resume()

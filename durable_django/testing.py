@@ -4,7 +4,8 @@
 pytest-django test can enqueue a run and assert on its outcome without a
 worker process. Tests never need to sleep: ``make_due()`` lets a run's
 delay, retry backoff, sleep, wait timeout or lease run out now,
-``advance_schedule()`` lets time pass for a cron schedule, and ``claim()``
+``pass_deadline()`` lets a run's deadline pass, ``advance_schedule()`` lets
+time pass for a cron schedule, and ``claim()``
 takes runs as a worker with given bounds would, to hold them in a test.
 ``ensure_database_url()`` starts an embedded PostgreSQL (the ``pgserver``
 package) when ``DATABASE_URL`` is unset.
@@ -13,7 +14,10 @@ package) when ``DATABASE_URL`` is unset.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from uuid import UUID
 
@@ -35,7 +39,8 @@ def ensure_database_url(data_dir: str | None = None, *, keep: bool = False) -> s
     if url:
         return url
     try:
-        from pgserver.postgres_server import get_server
+        with _runtime_dir():
+            from pgserver.postgres_server import get_server
     except ImportError as exc:  # pragma: no cover - depends on the interpreter
         raise RuntimeError(
             "DATABASE_URL is unset and the pgserver package is not installed "
@@ -51,6 +56,39 @@ def ensure_database_url(data_dir: str | None = None, *, keep: bool = False) -> s
     return url
 
 
+@contextmanager
+def _runtime_dir() -> Iterator[None]:
+    """Name a runtime directory for pgserver while it is imported, when the session has none.
+
+    pgserver keeps its lock file in platformdirs' user runtime directory, read
+    when it is imported. Without ``XDG_RUNTIME_DIR`` (containers, CI, ``su``)
+    platformdirs warns (``RuntimeDirWarning``) and falls back to
+    ``runtime-<uid>`` in the temporary directory. This names such a directory
+    there, private as the XDG spec asks, so nothing warns; one that is not ours
+    is left alone, and then the warning is about a real problem.
+    """
+    if os.environ.get("XDG_RUNTIME_DIR") or os.name != "posix":
+        yield
+        return
+    path = os.path.join(tempfile.gettempdir(), f"runtime-{os.geteuid()}")
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        info = os.lstat(path)
+        ours = stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
+        if ours:
+            os.chmod(path, 0o700)  # as platformdirs repairs its fallback (older releases made it 0755)
+    except OSError:
+        ours = False
+    if not ours:
+        yield
+        return
+    os.environ["XDG_RUNTIME_DIR"] = path
+    try:
+        yield
+    finally:
+        del os.environ["XDG_RUNTIME_DIR"]
+
+
 def run_until_idle(
     *,
     functions: list[str] | None = None,
@@ -61,7 +99,10 @@ def run_until_idle(
     """Execute every run that is claimable now, in this thread, until none is left.
 
     Runs that sleep or wait into the future are left waiting; call again after
-    their deadline (or after emitting their signal) to continue them.
+    their deadline (or after emitting their signal) to continue them. Like a
+    worker, it first fails the live runs whose deadline has passed (any run,
+    whatever the filters). Attempt timeouts are not enforced here: the handler
+    runs in the caller's thread, which nothing may abandon.
 
     Args:
         functions: only these function names (default: every registered one).
@@ -94,6 +135,29 @@ def make_due(run_id: str | UUID) -> Run:
     run = clock.make_due(run_id_of(run_id))
     if run is None:
         raise RunNotFound(f"no run {run_id}", run_id=str(run_id))
+    return run
+
+
+def pass_deadline(run_id: str | UUID) -> Run:
+    """Let a run's deadline pass now (only its own: its children keep theirs).
+
+    The next worker pass (or ``run_until_idle()``) fails it with DeadlineExceeded.
+
+    Raises:
+        RunNotFound: there is no such run.
+        InvalidInput: the run has no deadline.
+    """
+    from .api.runs import run_id_of
+    from .exceptions import InvalidInput, RunNotFound
+    from .store import clock
+
+    run = clock.pass_deadline(run_id_of(run_id))
+    if run is None:
+        from .store import runs
+
+        if runs.get_run(run_id_of(run_id)) is None:
+            raise RunNotFound(f"no run {run_id}", run_id=str(run_id))
+        raise InvalidInput(f"run {run_id} has no deadline", run_id=str(run_id))
     return run
 
 

@@ -115,6 +115,12 @@ class Run:
     attempt_started_at: datetime | None = None
     # Which limit holds this due pending run back ("concurrency:crm.sync:42"), or None (see Concurrency, RateLimit).
     held_by: str | None = None
+    # A run not finished by this instant ends failed with DeadlineExceeded (see enqueue(deadline=...)).
+    deadline: datetime | None = None
+    # What the handler last reported with ctx.set_progress(), kept across attempts.
+    progress: Any = None
+    # The W3C trace context (traceparent, tracestate) of the code that enqueued the run, if it was traced.
+    trace_context: dict[str, str] | None = None
 
     @property
     def is_live(self) -> bool:

@@ -20,6 +20,10 @@ from .exceptions import InvalidInput
 # The longest duration accepted: far beyond any real delay, well inside PostgreSQL's timestamps.
 MAX_SECONDS = 100 * 366 * 86400
 
+# Compact JSON, refusing NaN and infinities; one encoder for every call (json.dumps would build one per
+# call for these options).
+_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
+
 # In JSON text a NUL is the escape \u0000 whose backslash is not itself escaped.
 _JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
@@ -38,7 +42,7 @@ def json_text(value: object, *, what: str) -> str:
         InvalidInput: not JSON-serialisable, NaN or infinite, or holding a NUL character.
     """
     try:
-        text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+        text = _ENCODER.encode(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInput(f"{what} is not JSON-serialisable: {exc}") from exc
     if has_nul(text):

@@ -27,7 +27,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -523,7 +522,6 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     os.environ.update(DEMO_ENVIRONMENT)
-    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")  # pgserver on a machine without one
     print(
         "durable-django demo: a shop's order workflows, a worker killed mid-workflow, "
         "and no side effect happening twice."

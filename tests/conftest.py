@@ -7,6 +7,47 @@ import sys
 import pytest
 
 from tests.helpers import ROOT, subprocess_database_url, wait_until
+from tests.pgbouncer import PgBouncer, routed
+
+
+@pytest.fixture(scope="session")
+def pgbouncer():
+    """A real PgBouncer in transaction pooling mode in front of the test server, one per test process."""
+    from django.db import connections
+
+    bouncer = PgBouncer.start(connections["direct"].settings_dict)
+    yield bouncer
+    bouncer.stop()
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, request):
+    """With DURABLE_TEST_PGBOUNCER=1 (tox -e pgbouncer), "default" goes through PgBouncer once the test databases
+    exist (they are created and dropped directly: PgBouncer would keep sessions open on them)."""
+    from django.conf import settings
+
+    if not settings.BEHIND_PGBOUNCER:
+        yield
+        return
+    with routed(request.getfixturevalue("pgbouncer"), "default"):
+        yield
+
+
+@pytest.fixture(scope="session")
+def pooled_alias(django_db_setup, pgbouncer):
+    """The "pooled" alias, routed through PgBouncer: point DURABLE["DATABASE"] at it to work through the pooler."""
+    with routed(pgbouncer, "pooled"):
+        yield "pooled"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Refuse a parallel run whose xdist groups do not hold: each member would rebuild its group's module fixture."""
+    if not getattr(config.option, "loadgroup", False):  # set on an xdist worker under --dist loadgroup
+        return
+    ungrouped = [item.nodeid for item in items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
+    if ungrouped:
+        raise pytest.UsageError(f"pytest-xdist did not group {ungrouped[0]}: use a pytest release it supports")
 
 
 def pytest_addoption(parser):
@@ -57,20 +98,24 @@ class WorkerProcesses:
         env.update(
             {
                 "DATABASE_URL": subprocess_database_url(),
+                "DURABLE_TEST_DIRECT_URL": subprocess_database_url("direct"),
                 "DJANGO_SETTINGS_MODULE": "tests.settings",
                 "DURABLE_TEST_EFFECTS_DIR": str(self.effects_dir),
                 "DURABLE_TEST_LOG_LEVEL": "INFO",
                 "PYTHONPATH": ROOT,
             }
         )
+        if "DATABASE_URL" in overrides:  # another server: its direct way in is its own URL
+            env["DURABLE_TEST_DIRECT_URL"] = str(overrides["DATABASE_URL"])
         env.update({key: str(value) for key, value in overrides.items()})
         return env
 
-    def start(self, *args, env=None, **env_overrides) -> subprocess.Popen:
+    def start(self, *args, env=None, prefix=(), **env_overrides) -> subprocess.Popen:
+        """A worker with these arguments; ``prefix`` runs it through a command of its own (tests/hosts.py)."""
         log_path = self.tmp_path / f"worker-{len(self.procs)}.log"
         with open(log_path, "w") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "django", "durable_worker", *args],
+                [*prefix, sys.executable, "-m", "django", "durable_worker", *args],
                 env=env or self.env(**env_overrides),
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -103,3 +148,13 @@ def workers(effects_dir, tmp_path):
     processes = WorkerProcesses(effects_dir, tmp_path)
     yield processes
     processes.stop_all()
+
+
+@pytest.fixture
+def spans():
+    """This process's OpenTelemetry spans, captured in memory by the SDK for the length of the test."""
+    from tests import spans as captured
+
+    exporter = captured.capture()
+    yield exporter
+    captured.release()

@@ -1,6 +1,8 @@
 """Helpers shared by the test tiers."""
 
 import os
+import re
+import socket
 import threading
 import time
 from urllib.parse import quote
@@ -10,9 +12,9 @@ from django.db import connection, connections
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def subprocess_database_url() -> str:
-    """A DATABASE_URL naming the test database pytest-django created, for worker subprocesses."""
-    settings = connection.settings_dict
+def subprocess_database_url(alias: str = "default") -> str:
+    """A DATABASE_URL naming the test database pytest-django created, as ``alias`` reaches it, for subprocesses."""
+    settings = connections[alias].settings_dict
     user = quote(settings["USER"] or "", safe="")
     password = quote(settings["PASSWORD"] or "", safe="")
     auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
@@ -20,6 +22,13 @@ def subprocess_database_url() -> str:
     url = f"postgres://{auth}{settings['HOST'] or ''}{port}/{settings['NAME']}"
     socket_host = settings["OPTIONS"].get("host")
     return f"{url}?host={socket_host}" if socket_host else url
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 def wait_until(predicate, timeout: float = 30.0, interval: float = 0.02, message: str = "condition"):
@@ -62,3 +71,18 @@ def sql(query: str, params=None):
     with connection.cursor() as cur:
         cur.execute(query, params or [])
         return cur.fetchall() if cur.description else None
+
+
+# A line the warnings module prints ("file.py:12: SomeWarning: ...") or a log record at WARNING or worse.
+_WARNING_LINE = re.compile(r"\w+Warning: |\b(WARNING|ERROR|CRITICAL)\b")
+# runserver's own notice, which Django prints to whoever runs it.
+_DEVELOPMENT_SERVER_NOTICE = "WARNING: This is a development server."
+
+
+def warning_lines(output: str) -> list[str]:
+    """The lines of a command's output that warn about something (a newcomer would take them for trouble)."""
+    return [
+        line
+        for line in output.splitlines()
+        if _WARNING_LINE.search(line) and not line.startswith(_DEVELOPMENT_SERVER_NOTICE)
+    ]

@@ -6,6 +6,7 @@ once per test session (worker subprocesses inherit its DATABASE_URL).
 
 import copy
 import os
+from typing import Any
 
 import django
 import environ
@@ -27,6 +28,28 @@ DATABASES = {"default": env.db("DATABASE_URL")}
 # when a collected test asks for it, so other runs do not pay for it.
 DATABASES["durable"] = copy.deepcopy(DATABASES["default"])
 DATABASES["durable"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_durable"}
+
+
+def mirror(**overrides: Any) -> dict[str, Any]:
+    """Another alias on the test database itself (a TEST MIRROR has no database of its own)."""
+    return {**copy.deepcopy(DATABASES["default"]), "TEST": {"MIRROR": "default"}, **overrides}
+
+
+# "direct" reaches PostgreSQL without a pooler (LISTEN_DATABASE behind PgBouncer); a worker subprocess is
+# given its URL. "pooled" goes through PgBouncer once the pooled_alias fixture has routed it (tests/pooler).
+# "replica" stands in for a read replica (READ_DATABASE, tests/admin/test_admin_replica.py).
+DATABASES["direct"] = env.db("DURABLE_TEST_DIRECT_URL") if os.environ.get("DURABLE_TEST_DIRECT_URL") else mirror()
+DATABASES["pooled"] = mirror(DISABLE_SERVER_SIDE_CURSORS=True)
+DATABASES["replica"] = mirror()
+
+# DURABLE_TEST_PGBOUNCER=1 (tox -e pgbouncer): "default" reaches PostgreSQL through PgBouncer in transaction
+# mode. The test process routes it there once the test databases exist (tests/conftest.py); a worker
+# subprocess gets the PgBouncer URL as DATABASE_URL. As Django asks behind such a pooler, server-side
+# cursors are off, and LISTEN goes to "direct" unless DURABLE_TEST_LISTEN_DATABASE says otherwise ("": none).
+BEHIND_PGBOUNCER = os.environ.get("DURABLE_TEST_PGBOUNCER") == "1"
+if BEHIND_PGBOUNCER:
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+LISTEN_DATABASE = os.environ.get("DURABLE_TEST_LISTEN_DATABASE", "direct" if BEHIND_PGBOUNCER else "")
 
 if os.environ.get("DURABLE_TEST_HANDLER_POOL"):
     # Django's connection pool on "default", at most this many connections (tests/process/test_connections.py).
@@ -76,6 +99,7 @@ DURABLE = {
     "POLL_SECONDS": float(os.environ.get("DURABLE_TEST_POLL_SECONDS", "5")),
     "DEFAULT_RETRY": {"max_attempts": 3, "initial_delay": 0.05, "max_delay": 0.2, "backoff": 2.0, "jitter": 0.0},
     "MAX_RECOVERIES": int(os.environ.get("DURABLE_TEST_MAX_RECOVERIES", "10")),
+    **({"LISTEN_DATABASE": LISTEN_DATABASE} if LISTEN_DATABASE else {}),
 }
 
 # Django Tasks on durable runs (fixture tasks: tests/workflows/tasks.py), retried as fast as DEFAULT_RETRY.
@@ -102,3 +126,9 @@ if os.environ.get("DURABLE_TEST_LOG_TIMES"):
     # Timestamps, to line a worker's log up with the faults a test injects (tests/chaos).
     LOGGING["formatters"] = {"timed": {"format": "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"}}
     CONSOLE["formatter"] = "timed"
+
+# A worker started with DURABLE_TEST_SPANS_FILE exports its spans to that file (tests/spans.py).
+if os.environ.get("DURABLE_TEST_SPANS_FILE"):
+    from tests.spans import export_to_file
+
+    export_to_file(os.environ["DURABLE_TEST_SPANS_FILE"])

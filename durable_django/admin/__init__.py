@@ -1,6 +1,6 @@
 """The admin: where operators watch and steer durable work (registered under "Durable execution").
 
-``runs`` and ``schedules`` are the two pages, built on ``base`` (the durable
+``runs``, ``schedules`` and ``workers`` are the pages, built on ``base`` (the durable
 alias, NUL-safe lookups), ``filters``, ``pagination`` and ``display``;
 ``operations`` holds what an operator can do, each a call to the client API
 after a confirmation page, and ``run_page`` a run's bounded page.
@@ -8,5 +8,6 @@ after a confirmation page, and ``run_page`` a run's bounded page.
 
 from .runs import RunAdmin
 from .schedules import ScheduleAdmin
+from .workers import WorkerAdmin
 
-__all__ = ["RunAdmin", "ScheduleAdmin"]
+__all__ = ["RunAdmin", "ScheduleAdmin", "WorkerAdmin"]

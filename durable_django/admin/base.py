@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from django.contrib import admin
@@ -19,6 +20,9 @@ if TYPE_CHECKING:  # only for the annotations: operations is imported by the adm
 
 _M = TypeVar("_M", bound=Model)
 
+# Set while a changelist view runs: its reads go to the read alias.
+_listing: ContextVar[bool] = ContextVar("durable_admin_listing", default=False)
+
 
 # ModelAdmin is generic only in django-stubs (Django's class cannot be subscripted at run time), so the
 # model type is this class's own parameter: RunAdmin is a DurableModelAdmin[Run].
@@ -26,15 +30,28 @@ class DurableModelAdmin(admin.ModelAdmin, Generic[_M]):  # type: ignore[type-arg
     """What the runs and schedules admins share: the durable alias, and no NUL character sent to PostgreSQL.
 
     Every read goes to ``DURABLE["DATABASE"]`` whatever the routers say: the
-    tables live there, and the API the admin writes through uses that alias.
+    tables live there, and the API the admin writes through uses that alias;
+    only the listings (and the overview above the runs listing) read from
+    ``DURABLE["READ_DATABASE"]`` when it is set: a replica may lag, which a
+    listing can afford and a run's page, just after an operation, cannot.
     PostgreSQL text cannot hold NUL, so a value with one names no record and the
     database refuses it with an error: an object URL with one is a 404, and a
     filter, search or selection with one is an invalid lookup.
     """
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[_M]:
-        queryset: QuerySet[_M] = super().get_queryset(request).using(durable_settings.DATABASE)
+        alias = durable_settings.read_database if _listing.get() else durable_settings.DATABASE
+        queryset: QuerySet[_M] = super().get_queryset(request).using(alias)
         return queryset
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        """The listing: its rows, counts, filters and search read from the read alias (querysets keep their
+        alias, so the lazy ones the template evaluates later too)."""
+        token = _listing.set(True)
+        try:
+            return super().changelist_view(request, extra_context)
+        finally:
+            _listing.reset(token)
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> _M | None:
         if "\x00" in object_id:
@@ -66,7 +83,9 @@ def operation_action(
 
     @admin.action(permissions=[operation.permission], description=operation.action_description)
     def action(model_admin: BulkOperations, request: HttpRequest, queryset: QuerySet[Any]) -> HttpResponse | None:
-        return model_admin.bulk_operation(request, queryset, operation)
+        # The selection comes from the listing's queryset (a replica's, maybe): read the targets from the
+        # primary, which is what the operation acts on, however far the replica lags.
+        return model_admin.bulk_operation(request, queryset.using(durable_settings.DATABASE), operation)
 
     action.__name__ = f"{key}_{noun}"
     return action

@@ -22,7 +22,7 @@ from django.utils.safestring import SafeString
 
 from ..journal_ids import WaitingFor
 from ..models import Run
-from ..states import RunStatus
+from ..states import LIVE_STATUSES, RunStatus
 
 # Input and output are cut at this many characters of their indented JSON.
 MAX_JSON_CHARS = 20_000
@@ -136,6 +136,20 @@ def run_link(run_id: str, text: str | None = None) -> SafeString:
     return format_html('<a href="{}" class="durable-run-id">{}</a>', run_url(run_id), text or run_id)
 
 
+def describe_deadline(run: Run) -> str | None:
+    """A run's deadline as an operator reads it: how soon, or how long ago (None when it has none)."""
+    if run.deadline is None:
+        return None
+    left = run.deadline - timezone.now()
+    if run.status not in LIVE_STATUSES:
+        return moment(run.deadline)
+    if left.total_seconds() >= 0:
+        return format_html('<span title="{}">in {}</span>', moment(run.deadline), compact_duration(left))
+    return format_html(
+        '<span class="durable-expired" title="{}">passed {} ago</span>', moment(run.deadline), compact_duration(left)
+    )
+
+
 def describe_wait(run: Run) -> str | None:
     """What a run is waiting for, as an operator reads it (None when it waits for nothing)."""
     until = run.available_at
@@ -153,6 +167,12 @@ def describe_wait(run: Run) -> str | None:
                 if waiting_for.occurrence == 0
                 else format_html("signal “{}” #{}", name, waiting_for.occurrence)
             )
+            return format_html("{} (timeout {})", text, moment(until)) if until else text
+        if waiting_for.kind == WaitingFor.CHILDREN:
+            if waiting_for.target == WaitingFor.ALL:
+                text = format_html("all its awaited children ({} to land)", run.awaiting_children)
+            else:
+                text = SafeString("the first of its awaited children to land")
             return format_html("{} (timeout {})", text, moment(until)) if until else text
         child = waiting_for.target
         return format_html("child {}", run_link(child, child[:8] + "…"))

@@ -19,8 +19,10 @@ from django.urls import reverse
 from django.utils.http import urlencode
 
 from ..conf import durable_settings
+from ..exceptions import DeadlineExceeded
 from ..journal_ids import StepId
 from ..models import Run, Signal, Step
+from ..states import LIVE_STATUSES
 from . import operations
 from .display import (
     MAX_CELL_CHARS,
@@ -56,7 +58,12 @@ def run_page_context(model_admin: RunAdmin, request: HttpRequest, run: Run) -> d
     values: Mapping[str, Any] = (
         Run.objects.using(alias)
         .filter(pk=run.pk)
-        .values(**json_excerpt("input", MAX_JSON_CHARS), **json_excerpt("output", MAX_JSON_CHARS), **error_excerpt())
+        .values(
+            **json_excerpt("input", MAX_JSON_CHARS),
+            **json_excerpt("output", MAX_JSON_CHARS),
+            **json_excerpt("progress", MAX_JSON_CHARS),
+            **error_excerpt(),
+        )
         .get()
     )
     run_signals = Signal.objects.using(alias).filter(run_id=run.run_id)
@@ -83,6 +90,7 @@ def run_page_context(model_admin: RunAdmin, request: HttpRequest, run: Run) -> d
         "input_json": cut_text(values["input_text"], values["input_chars"]) or "null",
         "error_traceback": readable_traceback(error) if error else None,
         "output_json": output if output is not None else ("null" if run.status == "succeeded" else None),
+        "progress_json": cut_text(values["progress_text"], values["progress_chars"]),
         "parent_exists": run.parent_run_id and Run.objects.using(alias).filter(pk=run.parent_run_id).exists(),
         "children": [(child, status_badge(child.status)) for child in children[:MAX_CHILD_ROWS]],
         "more_children": len(children) > MAX_CHILD_ROWS,
@@ -108,12 +116,25 @@ def run_timeline(run: Run) -> list[tuple[str, str, str]]:
         ("first claimed", run.started_at, _since(run.created_at, run.started_at, "after creation")),
         ("last claimed", run.claimed_at, f"attempt {run.attempts}" + (f" by {run.worker_id}" if run.worker_id else "")),
         ("leased until", run.leased_until if run.status == "running" else None, "the holder renews it while alive"),
+        ("deadline", run.deadline, _deadline_note(run)),
         ("cancel requested", run.cancel_requested_at, ""),
         ("cancel refused", run.cancel_refused_at, ""),
         ("finished", run.finished_at, _since(run.started_at or run.created_at, run.finished_at, "after start")),
         ("updated", run.updated_at, ""),
     ]
     return [(label, moment(when), note) for label, when, note in rows if when is not None]
+
+
+def _deadline_note(run: Run) -> str:
+    if run.error_type == DEADLINE_EXCEEDED:
+        return "passed: the run failed with DeadlineExceeded"
+    if run.status in LIVE_STATUSES:
+        return "not finished by then, it fails with DeadlineExceeded"
+    return ""
+
+
+# The error class path of a run its deadline failed.
+DEADLINE_EXCEEDED = f"{DeadlineExceeded.__module__}.{DeadlineExceeded.__qualname__}"
 
 
 def _since(start: datetime | None, end: datetime | None, words: str) -> str:

@@ -16,7 +16,8 @@ from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
+from django.db.models import QuerySet, TextField
+from django.db.models.functions import Cast, Left, Length
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -26,13 +27,12 @@ from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
 from ..api import operations as api_operations
-from ..conf import durable_settings
 from ..models import Run
 from ..states import RunStatus
 from ..tenancy import unscope
 from . import operations
 from .base import DurableModelAdmin, operation_action
-from .display import compact_duration, describe_wait, moment, run_url, shorten, status_badge
+from .display import compact_duration, describe_deadline, describe_wait, moment, run_url, shorten, status_badge
 from .filters import FunctionFilter, HeldByFilter, ParentFilter, TenantFilter, tenant_uuid
 from .pagination import EstimatedCountPaginator
 from .run_page import run_page_context
@@ -42,16 +42,25 @@ MAX_TENANTS = 1000
 # A coalesce key names many finished runs over time; a search lists at most this many.
 MAX_SEARCH_MATCHES = 500
 # Columns never read whole: a run's page reads them cut by PostgreSQL (see run_page).
-LARGE_COLUMNS = ("input", "output", "error")
+LARGE_COLUMNS = ("input", "output", "error", "progress")
 # Columns the listing never shows: left unread for its rows.
 HEAVY_COLUMNS = (*LARGE_COLUMNS, "retry_policy")
+# The listing shows the start of a run's progress, cut by PostgreSQL.
+PROGRESS_LISTING_CHARS = 80
 
 
 class RunChangeList(ChangeList):
-    """The runs listing leaves the large JSON columns unread."""
+    """The runs listing leaves the large JSON columns unread, and reads the start of each run's progress."""
 
     def get_queryset(self, request: HttpRequest, exclude_parameters: list[str | None] | None = None) -> QuerySet[Any]:
-        return super().get_queryset(request, exclude_parameters).defer(*HEAVY_COLUMNS)
+        progress = Cast("progress", TextField())
+        queryset: QuerySet[Any] = (
+            super()
+            .get_queryset(request, exclude_parameters)
+            .defer(*HEAVY_COLUMNS)
+            .annotate(progress_text=Left(progress, PROGRESS_LISTING_CHARS), progress_chars=Length(progress))
+        )
+        return queryset
 
 
 @admin.register(Run)
@@ -61,10 +70,12 @@ class RunAdmin(DurableModelAdmin[Run]):
         "colored_status",
         "function",
         "attempts_display",
+        "progress_display",
         "age",
         "lease",
         "waiting",
         "held_by_display",
+        "deadline_display",
         "tenant",
         "created",
     )
@@ -98,7 +109,9 @@ class RunAdmin(DurableModelAdmin[Run]):
         "worker_id",
         "waiting",
         "held_by_limit",
+        "deadline_display",
         "cancellation",
+        "trace",
     )
     fieldsets = [
         (None, {"fields": readonly_fields}),
@@ -106,6 +119,7 @@ class RunAdmin(DurableModelAdmin[Run]):
 
     class Media:
         css = {"all": ["durable_django/admin.css"]}
+        js = ["durable_django/autorefresh.js"]
 
     # -- read only ---------------------------------------------------------
 
@@ -156,8 +170,9 @@ class RunAdmin(DurableModelAdmin[Run]):
             prefixes = ["", *api_operations.known_tenants(limit=MAX_TENANTS)]
         # The term itself too, so a key typed with its stored prefix is found as well.
         stored_keys = [term, *(f"{prefix}:{term}" for prefix in prefixes)]
-        # Separate lookups so each uses its own index (an OR across them would scan the table).
-        runs = Run.objects.using(durable_settings.DATABASE)
+        # Separate lookups so each uses its own index (an OR across them would scan the table), on the
+        # alias the listing reads from.
+        runs = Run.objects.using(queryset.db)
         matches = set(runs.filter(run_id=term).values_list("pk", flat=True))
         matches.update(runs.filter(idempotency_key__in=stored_keys).values_list("pk", flat=True))
         coalesced = runs.filter(coalesce_key__in=stored_keys).values_list("pk", flat=True)
@@ -195,6 +210,14 @@ class RunAdmin(DurableModelAdmin[Run]):
             return str(run.attempts)
         return format_html('{} <span class="durable-note">({})</span>', run.attempts, ", ".join(notes))
 
+    @admin.display(description="progress")
+    def progress_display(self, run: Run) -> str:
+        text: str | None = getattr(run, "progress_text", None)
+        if text is None:
+            return "—"
+        cut = "…" if getattr(run, "progress_chars", 0) > len(text) else ""
+        return format_html('<span class="durable-progress">{}{}</span>', text, cut)
+
     @admin.display(description="age")
     def age(self, run: Run) -> str:
         return format_html(
@@ -226,6 +249,10 @@ class RunAdmin(DurableModelAdmin[Run]):
         if run.held_by is None:
             return "—"
         return format_html('<a href="{}">{}</a>', held_by_url(run.held_by), shorten(run.held_by))
+
+    @admin.display(description="deadline")
+    def deadline_display(self, run: Run) -> str:
+        return describe_deadline(run) or "—"
 
     @admin.display(description="tenant")
     def tenant(self, run: Run) -> str:
@@ -267,6 +294,15 @@ class RunAdmin(DurableModelAdmin[Run]):
             state.held,
             state.running,
         )
+
+    @admin.display(description="trace")
+    def trace(self, run: Run) -> str:
+        """The trace its enqueue was part of (W3C trace id), to look its spans up in a tracing backend."""
+        traceparent = (run.trace_context or {}).get("traceparent", "")
+        parts = traceparent.split("-")
+        if len(parts) != 4:
+            return "—"
+        return format_html('<code title="traceparent {}">{}</code>', traceparent, parts[1])
 
     @admin.display(description="cancellation")
     def cancellation(self, run: Run) -> str:

@@ -1,13 +1,18 @@
 """What every operator front-end (the admin, the commands) shares beyond the client API.
 
-Retry as a new run, and the bounded reads behind the admin's overview and tenant filter.
+Retry as a new run, the bounded reads behind the admin's overview, tenant filter and limits (which go
+to ``DURABLE["READ_DATABASE"]``, a replica, when one is set), and the health checks behind
+``durable_health`` and the workers page.
 """
 
 from __future__ import annotations
 
 from uuid import UUID
 
+from ..conf import durable_settings
+from ..engine import health as health_engine
 from ..engine import submit
+from ..engine.health import CheckResult, UnservedVersion
 from ..exceptions import InvalidInput, RunNotFound
 from ..registry import TASK_PATH_VERSION
 from ..store import flow as flow_store
@@ -17,7 +22,19 @@ from ..store.overview import Overview
 from ..types import Run
 from .runs import get_run
 
-__all__ = ["LimitState", "Overview", "held_by_limits", "known_tenants", "limit_state", "overview", "retry_as_new_run"]
+__all__ = [
+    "CheckResult",
+    "LimitState",
+    "Overview",
+    "UnservedVersion",
+    "health",
+    "held_by_limits",
+    "known_tenants",
+    "limit_state",
+    "overview",
+    "retry_as_new_run",
+    "versions_overview",
+]
 
 
 def retry_as_new_run(run_id: str | UUID, *, tenant_id: str | UUID | None = None) -> Run:
@@ -54,20 +71,35 @@ def retry_as_new_run(run_id: str | UUID, *, tenant_id: str | UUID | None = None)
 
 def overview() -> Overview:
     """Counts by status for the last hour and day, the oldest pending run and throughput, at a bounded cost."""
-    return overview_store.overview()
+    return overview_store.overview(using=durable_settings.read_database)
 
 
 def known_tenants(*, limit: int = 1000) -> list[str]:
     """Tenant ids that own at least one run, in id order, at most ``limit`` of them (an index probe each)."""
-    return overview_store.known_tenants(limit=limit)
+    return overview_store.known_tenants(limit=limit, using=durable_settings.read_database)
 
 
 def held_by_limits(*, keys: int = 20) -> list[LimitState]:
     """The limit keys holding most due runs back, most first, each with how many it holds and how many run
     under it; reads a bounded number of held runs (a count past 10,000 is a floor)."""
-    return flow_store.held_by_key(keys=keys)
+    return flow_store.held_by_key(keys=keys, using=durable_settings.read_database)
 
 
 def limit_state(key: str) -> LimitState:
     """How many runs one limit key (a ``Run.held_by`` value) holds back and how many run under it now."""
     return flow_store.key_state(key)
+
+
+def health(*, max_oldest_pending: float | None = None) -> list[CheckResult]:
+    """The health checks, one result each: database, migrations, workers, [oldest-pending,] stranded, versions.
+
+    Args:
+        max_oldest_pending: seconds a due run may wait to be claimed; None leaves that check out.
+    """
+    return health_engine.run_checks(max_oldest_pending=max_oldest_pending)
+
+
+def versions_overview() -> tuple[dict[str, list[int]], list[UnservedVersion]]:
+    """The versions live workers register (function -> versions), and the due runs' versions none of them does."""
+    workers = health_engine.live_workers()
+    return health_engine.live_versions(workers), health_engine.unserved_versions(workers)

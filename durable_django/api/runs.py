@@ -7,6 +7,7 @@ Every call that writes takes part in the caller's transaction on the
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -20,7 +21,7 @@ from ..states import CancelOutcome, RunStatus
 from ..store import journal as journal_store
 from ..store import landing
 from ..store import runs as run_store
-from ..store.db import DONE_CHANNEL, listening
+from ..store.db import watching_landings
 from ..tenancy import normalize_tenant
 from ..types import Run, RunPage
 from ..values import integer, json_text, seconds, text
@@ -39,6 +40,7 @@ def enqueue(
     queue: str = "default",
     priority: int = 0,
     debounce: Debounce | None = None,
+    deadline: datetime | timedelta | float | None = None,
 ) -> Run:
     """Submit a run of durable function ``name``.
 
@@ -55,6 +57,9 @@ def enqueue(
         priority: -100..100; higher is claimed first.
         debounce: while an unclaimed pending run of the function with this key exists, this call
             replaces its input and moves its start instead of adding a run (see Debounce).
+        deadline: an aware datetime, or a timedelta (or seconds) from now by PostgreSQL's clock: a run
+            not finished by then ends failed with DeadlineExceeded, whatever it is doing, and its
+            unfinished descendants are cancelled. It must not have passed already.
 
     Returns:
         The new run, or the existing run a key joined (the joiner's input, delay and priority are
@@ -72,8 +77,61 @@ def enqueue(
         queue=queue,
         priority=priority,
         debounce=debounce,
+        deadline=deadline,
     )
     return submit.insert_or_join(params)
+
+
+def enqueue_many(
+    name: str,
+    inputs: Iterable[object],
+    *,
+    idempotency_keys: Sequence[str] | None = None,
+    coalesce_key: str | None = None,
+    tenant_id: str | UUID | None = None,
+    delay: timedelta | float | None = None,
+    available_at: datetime | None = None,
+    version: int | None = None,
+    queue: str = "default",
+    priority: int = 0,
+    debounce: Debounce | None = None,
+    deadline: datetime | timedelta | float | None = None,
+) -> list[Run]:
+    """Submit one run of durable function ``name`` per input, in one statement and one transaction.
+
+    It takes part in the caller's transaction, like :func:`enqueue`, and wakes
+    workers with one NOTIFY (per queue) at commit. Every input is checked before
+    anything is written: a bad one anywhere writes nothing. The options are
+    :func:`enqueue`'s, shared by every run.
+
+    Args:
+        inputs: a list of JSON-serialisable values, one per run.
+        idempotency_keys: one key per input; a key that names a run joins it (as ``enqueue`` does),
+            and a key repeated in the batch gives the same run at each of its positions.
+        coalesce_key, debounce: refused: a batch neither coalesces nor debounces.
+
+    Returns:
+        The runs in input order (a joined run as it is, like ``enqueue``).
+
+    Raises:
+        InvalidInput: a bad input or option, keys that are not one per input, or coalesce_key or debounce.
+        UnknownFunction: no function ``name`` is registered (and no version was given).
+    """
+    batch = submit.build_many(
+        name,
+        inputs,
+        idempotency_keys=idempotency_keys,
+        coalesce_key=coalesce_key,
+        debounce=debounce,
+        tenant_id=tenant_id,
+        delay=delay,
+        available_at=available_at,
+        version=version,
+        queue=queue,
+        priority=priority,
+        deadline=deadline,
+    )
+    return submit.insert_many(batch)
 
 
 def run_id_of(run_id: object) -> str:
@@ -143,6 +201,8 @@ def wait_for_result(
 
     It LISTENs before it reads, on a connection of its own, so a landing between
     the two is never missed, and reads what is committed, as a worker sees it.
+    Behind a transaction pooler with no ``DURABLE["LISTEN_DATABASE"]`` it polls
+    instead, from every 50 ms up to every ``POLL_SECONDS``.
 
     Raises:
         RunNotFound: no such run is visible to ``tenant_id``.
@@ -153,9 +213,9 @@ def wait_for_result(
     run_id, tenant = run_id_of(run_id), normalize_tenant(tenant_id)
     limit = seconds(timeout, what="timeout")
     deadline = None if limit is None else time.monotonic() + limit
-    with listening([DONE_CHANNEL]) as conn:
+    with watching_landings() as watch:
         while True:
-            run = run_store.get_run_committed(conn, run_id, tenant)
+            run = run_store.get_run_committed(watch.session, run_id, tenant)
             if run is None:
                 if run_store.get_run(run_id, tenant) is not None:
                     raise InvalidInput(
@@ -170,10 +230,7 @@ def wait_for_result(
             if remaining is not None and remaining <= 0:
                 raise TimeoutError(f"run {run_id} is still {run.status} after {limit}s")
             # Re-read when this run lands, and every few seconds as a fallback.
-            wait = 5.0 if remaining is None else min(remaining, 5.0)
-            for notify in conn.notifies(timeout=wait):
-                if notify.payload == run_id:
-                    break
+            watch.wait(run_id, 5.0 if remaining is None else min(remaining, 5.0))
 
 
 def list_runs(

@@ -1,10 +1,16 @@
-"""One attempt of a claimed run: its fence token, journal, and stop flags.
+"""One attempt of a claimed run: its fence token, journal, stop flags and time limits.
 
 The heartbeat thread and the attempt's own thread share this object. A cancel
 or a lost lease sets a flag that the next context call raises; while user code
 runs, the attempt's thread is also interrupted (an asynchronous exception for
 a sync handler, ``task.cancel()`` for an async one), except inside a pivot
 step's ``fn``, where a requested cancel waits.
+
+Two instants bound an attempt, both on this process's monotonic clock: its
+function's timeout counted from when the handler began, and its run's
+deadline (the database's instant, placed on the monotonic clock through the
+database's time at the claim). A context call past the deadline raises
+``DeadlineReached``; the worker ends an attempt that overstays either one.
 """
 
 from __future__ import annotations
@@ -13,20 +19,26 @@ import asyncio
 import ctypes
 import functools
 import logging
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from datetime import datetime
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from django.db import DatabaseError
 
 from ..conf import durable_settings
-from ..exceptions import Cancelled, LeaseLost
+from ..exceptions import Cancelled, DeadlineReached, LeaseLost
 from ..store import pool
 from ..store.db import is_disconnect, reset_connection
 from ..types import ClaimedRun
+from . import telemetry
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
 
 logger = logging.getLogger("durable_django.worker")
 
@@ -35,7 +47,14 @@ _T = TypeVar("_T")
 
 
 class Attempt:
-    def __init__(self, claimed: ClaimedRun, database_now: datetime, *, started: bool = True) -> None:
+    def __init__(
+        self,
+        claimed: ClaimedRun,
+        database_now: datetime,
+        *,
+        started: bool = True,
+        due_since: datetime | None = None,
+    ) -> None:
         self.run = claimed.run
         self.token = claimed.token
         self.journal = claimed.journal
@@ -44,6 +63,14 @@ class Attempt:
         self.started = started
         # The database clock at claim time: sleeps compare deadlines against it.
         self.database_now = database_now
+        # When the run became claimable, by the database clock (its queue lag ends at database_now).
+        self.due_since = due_since
+        # What telemetry keeps while the attempt runs: its span, when it began, and the error that failed it.
+        self.span: Span | None = None
+        self.began = 0.0
+        self.error: BaseException | None = None
+        # The heartbeat landed the run cancelled, which stopped this attempt.
+        self.landed_cancelled = False
         # A pivot step is journalled: from here on a cancel is refused, never obeyed.
         self.pivoted = claimed.run.pivoted_at is not None
         self.cancel_requested = claimed.run.cancel_requested_at is not None and not self.pivoted
@@ -56,6 +83,19 @@ class Attempt:
         self._interrupted = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[Any] | None = None
+        # Time limits, on the monotonic clock: the run's deadline, and the function's timeout once begun.
+        claimed_at = time.monotonic()
+        self.deadline_at = (
+            None if claimed.run.deadline is None else claimed_at + (claimed.run.deadline - database_now).total_seconds()
+        )
+        # The function's timeout in seconds (None: none); set by whoever executes the attempt.
+        self.timeout: float | None = None
+        # When the handler was called (monotonic): the timeout counts from here.
+        self.handler_began: float | None = None
+        # The attempt overstayed a limit and was ended by the worker: its thread writes nothing more.
+        self.overstayed = False
+        # Its outcome was reported (telemetry): by its own thread, or by the worker that ended an overstay.
+        self._reported = False
 
     @property
     def held(self) -> tuple[str, int]:
@@ -99,6 +139,7 @@ class Attempt:
                     "run %s: the database cannot be reached (%s); keeping the write to send again",
                     self.run.run_id,
                     type(exc.__cause__ or exc).__name__,
+                    extra=telemetry.log_fields(self),
                 )
                 reset_connection()
                 time.sleep(backoff)
@@ -112,6 +153,52 @@ class Attempt:
             raise LeaseLost()
         if self.cancel_requested and not self.pivoted and self._pivot_depth == 0:
             raise Cancelled()
+        if self.past_deadline():
+            raise DeadlineReached()
+
+    # -- time limits ------------------------------------------------------------
+
+    def begin(self) -> None:
+        """The handler is about to be called: its timeout counts from now."""
+        self.handler_began = time.monotonic()
+
+    def past_deadline(self) -> bool:
+        return self.deadline_at is not None and time.monotonic() >= self.deadline_at
+
+    def timeout_at(self) -> float | None:
+        """When the function's timeout ends this attempt (monotonic), if it has one and has begun."""
+        if self.timeout is None or self.handler_began is None:
+            return None
+        return self.handler_began + self.timeout
+
+    def overstay_at(self) -> float | None:
+        """The first instant (monotonic) at which a time limit ends this attempt, if any."""
+        limits = [at for at in (self.timeout_at(), self.deadline_at) if at is not None]
+        return min(limits) if limits else None
+
+    def overstay(self) -> bool:
+        """A time limit passed: flag the attempt lost and stop its handler (an async one is cancelled).
+
+        Returns:
+            False when the handler had already returned: its landing wins, as a completion wins over a cancel.
+        """
+        with self._lock:
+            if self._finished:
+                return False
+            self.overstayed = True
+        self.stop(lost=True)
+        return True
+
+    def first_report(self) -> bool:
+        """True once only: whoever ends the attempt first reports its outcome (a stuck thread may never)."""
+        with self._lock:
+            first, self._reported = not self._reported, True
+            return first
+
+    def where(self) -> str:
+        """The handler thread's stack as it is now (where a stuck handler is stuck), or ""."""
+        frame = sys._current_frames().get(self._thread_id) if self._thread_id is not None else None
+        return "".join(traceback.format_stack(frame)) if frame is not None else ""
 
     # -- user code boundaries -------------------------------------------------
 

@@ -8,9 +8,10 @@ otherwise the work is done and journalled under the claim's fence token.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, ParamSpec, TypedDict, TypeVar, Unpack
@@ -19,13 +20,17 @@ from .. import faults
 from ..exceptions import Cancelled, InvalidInput, StepResultNotSerializable, Suspended
 from ..journal_ids import StepId
 from ..store import journal as journal_store
+from ..store import progress as progress_store
 from ..store.db import connection
 from ..types import ChildResult, RetryPolicy, Run
 from ..values import aware, integer, json_text, seconds, text
-from . import batching, submit
+from . import batching, submit, telemetry, tracing
 from .attempt import Attempt
 
-_SPAWN_FORBIDDEN = ("idempotency_key", "coalesce_key", "tenant_id", "parent_run_id")
+_SPAWN_FORBIDDEN = ("idempotency_key", "idempotency_keys", "coalesce_key", "debounce", "tenant_id", "parent_run_id")
+
+# The most a run's progress may hold: its JSON text, in bytes (UTF-8).
+MAX_PROGRESS_BYTES = 64 * 1024
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -40,6 +45,7 @@ class SpawnOptions(TypedDict, total=False):
     queue: str
     priority: int
     retry: RetryPolicy | None
+    deadline: datetime | timedelta | float | None
 
 
 class _AsyncSpawnOptions(SpawnOptions, total=False):
@@ -56,6 +62,19 @@ class _SignalWaitOptions(TypedDict, total=False):
 class _ResultWaitOptions(TypedDict, total=False):
     occurrence: int
     timeout: timedelta | float | None
+
+
+def _child_ids(child_run_ids: object) -> list[str]:
+    """The run ids a children wait is given, validated (a list of them, not one id)."""
+    if isinstance(child_run_ids, (str, bytes)) or not isinstance(child_run_ids, Iterable):
+        raise InvalidInput(f"child_run_ids must be a list of run ids, got {child_run_ids!r}")
+    return [text(str(child_id), what="a child run id") for child_id in child_run_ids]
+
+
+def _refuse_spawn_keys(options: Mapping[str, object], call: str) -> None:
+    forbidden = sorted(set(options) & set(_SPAWN_FORBIDDEN))
+    if forbidden:
+        raise InvalidInput(f"{call}() sets {', '.join(forbidden)} itself: the step identity keys the children")
 
 
 class RunFacts:
@@ -138,18 +157,25 @@ class Context(RunFacts):
     def _enter(self, name: object, occurrence: object) -> str:
         """Raise the stop this attempt owes, refuse a call from inside the handler's own transaction,
         and return the call's step id."""
+        self._check()
+        sid = StepId.of(self._run.version, name, occurrence)
+        self._outside_handler_transaction(f"ctx.{sid.name!r}")
+        return str(sid)
+
+    def _check(self) -> None:
+        """Raise the stop this attempt owes (cancel, lost lease, earlier suspension)."""
         if self.suspended:
             raise Suspended()
         self._attempt.check()
-        sid = StepId.of(self._run.version, name, occurrence)
+
+    def _outside_handler_transaction(self, call: str) -> None:
         if len(connection().atomic_blocks) > self._atomic_depth:
             # The journal write would join the handler's transaction: a suspension could roll
             # back its own record, and a step's value could vanish with the handler's rollback.
             raise InvalidInput(
-                f"ctx.{sid.name!r} was called inside a transaction.atomic() block the handler opened: durable "
+                f"{call} was called inside a transaction.atomic() block the handler opened: durable "
                 "context calls write their own transactions; call them outside the block"
             )
-        return str(sid)
 
     def _record(self, sid: str, name: str, value: object, pivot: bool) -> Any:
         try:
@@ -184,19 +210,44 @@ class Context(RunFacts):
         with self._attempt.engine_code():
             sid = self._enter(name, occurrence)
             if sid in self._attempt.journal:
+                telemetry.step_replayed(self._attempt, name)
                 return self._attempt.journal[sid]
-        if pivot:
-            with self._attempt.pivot():
-                with self._attempt.user_code():
-                    value = fn()
-                faults.reach("step.returned")
-                with self._attempt.engine_code():
-                    return self._record(sid, name, value, pivot)
-        with self._attempt.user_code():
-            value = fn()
-        faults.reach("step.returned")
+        with telemetry.step(self._attempt, name, occurrence):
+            if pivot:
+                with self._attempt.pivot():
+                    with self._attempt.user_code():
+                        value = fn()
+                    faults.reach("step.returned")
+                    with self._attempt.engine_code():
+                        return self._record(sid, name, value, pivot)
+            with self._attempt.user_code():
+                value = fn()
+            faults.reach("step.returned")
+            with self._attempt.engine_code():
+                return self._record(sid, name, value, pivot)
+
+    def set_progress(self, value: object) -> None:
+        """Store ``value`` (JSON, at most 64 KiB) as the run's progress: written at once, fenced, not journalled.
+
+        The latest write wins and it is kept across attempts; a replay does not
+        return it. Use it to show how far a run has got (``Run.progress``, the admin).
+
+        Raises:
+            InvalidInput: the value is not JSON, holds a NUL character, or is larger than 64 KiB.
+        """
         with self._attempt.engine_code():
-            return self._record(sid, name, value, pivot)
+            self._check()
+            encoded = json_text(value, what="progress")
+            size = len(encoded.encode())
+            if size > MAX_PROGRESS_BYTES:
+                raise InvalidInput(
+                    f"progress of run {self._run.run_id} is {size:,} bytes of JSON; at most {MAX_PROGRESS_BYTES:,} "
+                    "are stored",
+                    run_id=self._run.run_id,
+                )
+            self._outside_handler_transaction("ctx.set_progress()")
+            if self._attempt.persist(progress_store.set_progress, self._run.run_id, self._attempt.token, encoded):
+                self._attempt.cancel_requested = True
 
     # -- suspensions -------------------------------------------------------
 
@@ -278,18 +329,120 @@ class Context(RunFacts):
             if sid in self._attempt.journal:
                 journalled_id: str = self._attempt.journal[sid]
                 return journalled_id
-            forbidden = sorted(set(enqueue_options) & set(_SPAWN_FORBIDDEN))
-            if forbidden:
-                raise InvalidInput(f"spawn() sets {', '.join(forbidden)} itself: the step identity keys the child")
+            _refuse_spawn_keys(enqueue_options, "spawn")
             params = submit.with_engine_key(
                 submit.build(
                     function, input, tenant_id=self._run.tenant_id, parent_run_id=self._run.run_id, **enqueue_options
                 ),
                 f"spawn:{self._run.run_id}:{sid}",
             )
+            # The child's spans join its parent's attempt span, whatever thread the handler runs on.
+            params["trace_context"] = submit.trace_context_json(tracing.context_for_children(self._attempt))
             child_id = self._attempt.persist(journal_store.spawn, self._run.run_id, self._attempt.token, sid, params)
             self._attempt.journal[sid] = child_id
             return child_id
+
+    def spawn_many(
+        self,
+        name: str,
+        function: str,
+        inputs: Iterable[object],
+        *,
+        occurrence: int = 0,
+        **enqueue_options: Unpack[SpawnOptions],
+    ) -> list[str]:
+        """Enqueue one child run per input as one step (once, whatever the replays); their run ids, in input order.
+
+        Every child is inserted by one statement, with one NOTIFY, in the
+        transaction that journals their ids: a crash before that commit leaves
+        no child, and a replay returns the same children.
+        """
+        with self._attempt.engine_code():
+            sid = self._enter(name, occurrence)
+            if sid in self._attempt.journal:
+                journalled: list[str] = self._attempt.journal[sid]
+                return list(journalled)
+            _refuse_spawn_keys(enqueue_options, "spawn_many")
+            batch = submit.build_many(
+                function,
+                inputs,
+                key_prefix=f"spawn:{self._run.run_id}:{sid}",
+                tenant_id=self._run.tenant_id,
+                parent_run_id=self._run.run_id,
+                **enqueue_options,
+            )
+            if not batch.positions:
+                return []
+            # The children's spans join their parent's attempt span, as a spawned child's do.
+            batch.params["trace_context"] = submit.trace_context_json(tracing.context_for_children(self._attempt))
+            child_ids = self._attempt.persist(
+                journal_store.spawn_many, self._run.run_id, self._attempt.token, sid, batch.params, batch.positions
+            )
+            self._attempt.journal[sid] = child_ids
+            return list(child_ids)
+
+    def wait_for_all(
+        self,
+        name: str,
+        child_run_ids: Iterable[str],
+        *,
+        occurrence: int = 0,
+        timeout: timedelta | float | None = None,
+    ) -> list[ChildResult]:
+        """Wait, holding no worker, until every one of these direct children has landed; their results in order.
+
+        The run is woken once, by the landing of the last of them. At the
+        timeout the unfinished ones are cancelled (with their descendants) and
+        reported as ``{"state": "timeout", "result": None, "error": None}``.
+        """
+        with self._attempt.engine_code():
+            sid = self._enter(name, occurrence)
+            if sid in self._attempt.journal:
+                journalled: list[ChildResult] = self._attempt.journal[sid]
+                return journalled
+            ids = _child_ids(child_run_ids)
+            if not ids:
+                return []
+            results: list[ChildResult] = self._wait_for_children(sid, ids, wait_all=True, timeout=timeout)
+            return results
+
+    def wait_for_any(
+        self,
+        name: str,
+        child_run_ids: Iterable[str],
+        *,
+        occurrence: int = 0,
+        timeout: timedelta | float | None = None,
+    ) -> tuple[int, ChildResult] | None:
+        """Wait, holding no worker, for the first of these direct children to land: ``(index, result)``.
+
+        The others keep running. At the timeout it returns None (and cancels nothing).
+        """
+        with self._attempt.engine_code():
+            sid = self._enter(name, occurrence)
+            if sid in self._attempt.journal:
+                value = self._attempt.journal[sid]
+            else:
+                ids = _child_ids(child_run_ids)
+                if not ids:
+                    raise InvalidInput("wait_for_any() needs at least one child run id")
+                value = self._wait_for_children(sid, ids, wait_all=False, timeout=timeout)
+            return None if value is None else (value[0], value[1])
+
+    def _wait_for_children(
+        self, sid: str, child_run_ids: list[str], *, wait_all: bool, timeout: timedelta | float | None
+    ) -> Any:
+        outcome = self._attempt.persist(
+            journal_store.wait_for_children,
+            self._run.run_id,
+            self._attempt.token,
+            sid,
+            str(StepId.parse(sid).deadline_id()),
+            child_run_ids=child_run_ids,
+            wait_all=wait_all,
+            timeout_seconds=seconds(timeout, what="timeout"),
+        )
+        return self._resolve(sid, outcome)
 
     def wait_for_result(
         self, name: str, child_run_id: str, *, occurrence: int = 0, timeout: timedelta | float | None = None
@@ -337,17 +490,25 @@ class AsyncContext(RunFacts):
     async def step(self, name: str, fn: Callable[[], Any], *, occurrence: int = 0, pivot: bool = False) -> Any:
         sid = await self._off_loop(self._sync._enter, name, occurrence)
         if sid in self._attempt.journal:
+            telemetry.step_replayed(self._attempt, name)
             return self._attempt.journal[sid]
-        call: Callable[[], Awaitable[Any]] = (
-            fn if inspect.iscoroutinefunction(fn) else functools.partial(self._off_loop, fn)
-        )
-        if pivot:
-            # As in the sync context: a requested cancel waits until the pivot's value is journalled.
-            with self._attempt.pivot():
-                value = await call()
-                return await self._off_loop(self._sync._record, sid, name, value, pivot)
-        value = await call()
-        return await self._off_loop(self._sync._record, sid, name, value, pivot)
+        with telemetry.step(self._attempt, name, occurrence):
+            # A plain fn runs on the database thread in a copy of this context, so its spans nest in the step's.
+            call: Callable[[], Awaitable[Any]] = (
+                fn
+                if inspect.iscoroutinefunction(fn)
+                else functools.partial(self._off_loop, contextvars.copy_context().run, fn)
+            )
+            if pivot:
+                # As in the sync context: a requested cancel waits until the pivot's value is journalled.
+                with self._attempt.pivot():
+                    value = await call()
+                    return await self._off_loop(self._sync._record, sid, name, value, pivot)
+            value = await call()
+            return await self._off_loop(self._sync._record, sid, name, value, pivot)
+
+    async def set_progress(self, value: object) -> None:
+        return await self._off_loop(self._sync.set_progress, value)
 
     async def sleep_for(self, name: str, delay: timedelta | float, *, occurrence: int = 0) -> None:
         return await self._off_loop(self._sync.sleep_for, name, delay, occurrence=occurrence)
@@ -363,3 +524,18 @@ class AsyncContext(RunFacts):
 
     async def wait_for_result(self, name: str, child_run_id: str, **options: Unpack[_ResultWaitOptions]) -> ChildResult:
         return await self._off_loop(self._sync.wait_for_result, name, child_run_id, **options)
+
+    async def spawn_many(
+        self, name: str, function: str, inputs: Iterable[object], **options: Unpack[_AsyncSpawnOptions]
+    ) -> list[str]:
+        return await self._off_loop(self._sync.spawn_many, name, function, inputs, **options)
+
+    async def wait_for_all(
+        self, name: str, child_run_ids: Iterable[str], **options: Unpack[_ResultWaitOptions]
+    ) -> list[ChildResult]:
+        return await self._off_loop(self._sync.wait_for_all, name, child_run_ids, **options)
+
+    async def wait_for_any(
+        self, name: str, child_run_ids: Iterable[str], **options: Unpack[_ResultWaitOptions]
+    ) -> tuple[int, ChildResult] | None:
+        return await self._off_loop(self._sync.wait_for_any, name, child_run_ids, **options)

@@ -14,11 +14,21 @@ from typing import Any
 from django.db import connections
 
 from ..conf import durable_settings
-from ..exceptions import Cancelled, InvalidInput, LeaseLost, RecoveriesExhausted, Suspended, UnknownFunction
+from ..exceptions import (
+    Cancelled,
+    DeadlineExceeded,
+    DeadlineReached,
+    InvalidInput,
+    LeaseLost,
+    RecoveriesExhausted,
+    Suspended,
+    UnknownFunction,
+)
 from ..registry import Handler, registry
 from ..store import landing
 from ..store.db import connection
 from ..values import json_text
+from . import telemetry, tracing
 from .attempt import Attempt
 from .context import AsyncContext, Context
 
@@ -35,6 +45,8 @@ class Outcome(enum.StrEnum):
     SUSPENDED = "suspended"
     # Another worker took the run over; this attempt wrote nothing more.
     LOST = "lost"
+    # The attempt ran past its function's timeout; it was failed (and is retried per the policy).
+    TIMED_OUT = "timed_out"
     # Handed to the worker, which lands successes in batches.
     LANDING = "landing"
     # The worker could not land what the attempt did; its lease expires and it is recovered.
@@ -59,9 +71,20 @@ def report_success(attempt: Attempt, landed: bool) -> Outcome:
     """Log how a successful attempt's landing went; returns its outcome."""
     run = attempt.run
     if not landed:
-        logger.warning("run %s: completion refused, its lease was taken over", run.run_id)
+        logger.warning(
+            "run %s: completion refused, its lease was taken over",
+            run.run_id,
+            extra=telemetry.log_fields(attempt, Outcome.LOST),
+        )
         return Outcome.LOST
-    logger.info("run %s (%s v%s) succeeded on attempt %s", run.run_id, run.name, run.version, attempt.token)
+    logger.info(
+        "run %s (%s v%s) succeeded on attempt %s",
+        run.run_id,
+        run.name,
+        run.version,
+        attempt.token,
+        extra=telemetry.log_fields(attempt, Outcome.SUCCEEDED),
+    )
     return Outcome.SUCCEEDED
 
 
@@ -77,16 +100,34 @@ def complete_now(attempt: Attempt, output: str) -> Outcome:
 
 
 def execute(attempt: Attempt, *, land_success: Callable[[Attempt, str], Outcome] = complete_now) -> Outcome:
-    """Run the handler once and land what it did.
+    """Run the handler once and land what it did; the attempt is reported once its outcome is known.
 
     Args:
         attempt: the claimed run and its fence token.
-        land_success: called with (attempt, output JSON) when the handler returned.
+        land_success: called with (attempt, output JSON) when the handler returned; one that returns
+            ``Outcome.LANDING`` reports the attempt itself once it has landed it.
     """
+    telemetry.attempt_started(attempt)
+    try:
+        with tracing.current(attempt):
+            outcome = _execute(attempt, land_success)
+    except BaseException:
+        if not attempt.overstayed:
+            telemetry.attempt_ended(attempt, Outcome.ERROR)
+        raise
+    # An attempt a time limit ended is the worker's to land and report (time_limits.land_overstay).
+    if outcome != Outcome.LANDING and not attempt.overstayed:
+        telemetry.attempt_ended(attempt, outcome)
+    return outcome
+
+
+def _execute(attempt: Attempt, land_success: Callable[[Attempt, str], Outcome]) -> Outcome:
     run = attempt.run
     if attempt.cancel_requested:
         # Cancel requested while nobody held it (its worker died): land it without calling the body.
         return _cancel(attempt)
+    if attempt.past_deadline():
+        return fail_deadline(attempt)
     if attempt.recovered and run.recoveries > durable_settings.MAX_RECOVERIES:
         return fail_attempt(
             attempt,
@@ -113,19 +154,40 @@ def execute(attempt: Attempt, *, land_success: Callable[[Attempt, str], Outcome]
         # The handler returned: from here a requested cancel no longer stops it (the completion wins).
         attempt.finish()
     except Suspended:
-        logger.info("run %s (%s v%s) suspended", run.run_id, run.name, run.version)
+        logger.info(
+            "run %s (%s v%s) suspended",
+            run.run_id,
+            run.name,
+            run.version,
+            extra=telemetry.log_fields(attempt, Outcome.SUSPENDED),
+        )
         return Outcome.SUSPENDED
     except LeaseLost:
-        logger.warning("run %s lost its lease; attempt %s stopped without writing", run.run_id, attempt.token)
+        if attempt.landed_cancelled:
+            return Outcome.CANCELLED  # the heartbeat landed it cancelled (and logged it)
+        logger.warning(
+            "run %s lost its lease; attempt %s stopped without writing",
+            run.run_id,
+            attempt.token,
+            extra=telemetry.log_fields(attempt, Outcome.LOST),
+        )
         return Outcome.LOST
     except Cancelled:
         return _cancel(attempt)
+    except DeadlineReached:
+        return Outcome.LOST if attempt.lost else fail_deadline(attempt)
     except BaseException as exc:  # noqa: BLE001 - every failure of user code is data
         if isinstance(exc, asyncio.CancelledError) and (attempt.lost or attempt.cancel_requested):
+            if attempt.landed_cancelled:
+                return Outcome.CANCELLED
             return Outcome.LOST if attempt.lost else _cancel(attempt)
         return fail_attempt(attempt, exc)
     if ctx.suspended:
-        logger.warning("run %s: the handler caught its suspension and returned; the value is dropped", run.run_id)
+        logger.warning(
+            "run %s: the handler caught its suspension and returned; the value is dropped",
+            run.run_id,
+            extra=telemetry.log_fields(attempt, Outcome.SUSPENDED),
+        )
         return Outcome.SUSPENDED
     if attempt.lost:
         return Outcome.LOST
@@ -160,13 +222,43 @@ def _cancel(attempt: Attempt) -> Outcome:
     status = attempt.persist(landing.cancel_held, run.run_id, attempt.token, run.parent_run_id)
     if status is None:
         return Outcome.LOST
-    logger.info("run %s (%s v%s) cancelled", run.run_id, run.name, run.version)
+    logger.info(
+        "run %s (%s v%s) cancelled",
+        run.run_id,
+        run.name,
+        run.version,
+        extra=telemetry.log_fields(attempt, Outcome.CANCELLED),
+    )
     return Outcome.CANCELLED
+
+
+def deadline_error(run_id: str, deadline: object) -> DeadlineExceeded:
+    return DeadlineExceeded(f"run {run_id} had not finished by its deadline, {deadline}", run_id=run_id)
+
+
+def fail_deadline(attempt: Attempt) -> Outcome:
+    """End a held run whose deadline has passed: failed with DeadlineExceeded (no retry), descendants cancelled.
+
+    Its ancestors' deadlines may have passed as well (a child's is never later
+    than its parent's): the runs past their deadline end first, the topmost of
+    each tree first, so a run whose parent's end cancels it ends cancelled, as
+    every worker's sweep would have it. Then this attempt lands, fenced:
+    cancelled if that cascade asked it to stop, else failed.
+    """
+    from .time_limits import expire_past_deadlines  # time_limits builds on this module
+
+    expire_past_deadlines()
+    run = attempt.run
+    if attempt.persist(landing.cancel_held, run.run_id, attempt.token, run.parent_run_id, requested_only=True):
+        logger.info("run %s (%s v%s) cancelled: its parent ended at its deadline", run.run_id, run.name, run.version)
+        return Outcome.CANCELLED
+    return fail_attempt(attempt, deadline_error(run.run_id, run.deadline), final=True, counts=False)
 
 
 def fail_attempt(attempt: Attempt, exc: BaseException, *, final: bool = False, counts: bool = True) -> Outcome:
     """Land a failed attempt: retried after the policy's delay, or failed (cancelled if a cancel was requested)."""
     run = attempt.run
+    attempt.error = exc
     policy = run.retry_policy
     failures = run.failures + (1 if counts else 0)
     final = final or failures >= policy.max_attempts
@@ -193,10 +285,24 @@ def fail_attempt(attempt: Attempt, exc: BaseException, *, final: bool = False, c
             attempt.token,
             exception_path(exc),
             delay,
+            extra=telemetry.log_fields(attempt, telemetry.outcome_of(attempt, Outcome.RETRYING)),
         )
         return Outcome.RETRYING
     if status == "cancelled":
-        logger.info("run %s (%s v%s) cancelled after a failed attempt", run.run_id, run.name, run.version)
+        logger.info(
+            "run %s (%s v%s) cancelled after a failed attempt",
+            run.run_id,
+            run.name,
+            run.version,
+            extra=telemetry.log_fields(attempt, Outcome.CANCELLED),
+        )
         return Outcome.CANCELLED
-    logger.info("run %s (%s v%s) failed: %s", run.run_id, run.name, run.version, exception_path(exc))
+    logger.info(
+        "run %s (%s v%s) failed: %s",
+        run.run_id,
+        run.name,
+        run.version,
+        exception_path(exc),
+        extra=telemetry.log_fields(attempt, telemetry.outcome_of(attempt, Outcome.FAILED)),
+    )
     return Outcome.FAILED

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
+import socket
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
@@ -26,7 +28,8 @@ from django.db import DatabaseError
 from ..conf import durable_settings
 from ..exceptions import OutputNotStored
 from ..registry import registry
-from ..store import claims, journal, landing, pool
+from ..store import claims, health, journal, landing, pool
+from ..store import workers as worker_store
 from ..store.claims import ClaimBounds as ClaimBounds  # the worker's (re-exported: it never imports the store)
 from ..store.claims import Renewal
 from ..store.db import WAKE_CHANNEL as WAKE_CHANNEL  # the worker's
@@ -34,8 +37,9 @@ from ..store.db import is_disconnect
 from ..store.db import listening as listening  # the worker's
 from ..store.db import reset_connection as reset_connection  # the worker's, and used here
 from ..store.schedules import database_now as _database_now
+from ..store.workers import WorkerIdentity as WorkerIdentity  # the worker's
 from ..types import ClaimedRun
-from . import batching
+from . import batching, telemetry
 from .attempt import Attempt
 from .execute import Outcome, fail_attempt, finished, report_success
 
@@ -113,8 +117,9 @@ def claim(
     claimed = claims.claim(limit=limit, start_now=start_now, lease_seconds=lease, worker_id=worker_id, bounds=bounds)
     # A first attempt has an empty journal: skip the read.
     journals = journal.load_journal([item.run.run_id for item in claimed if item.run.attempts > 1])
-    return [
-        Attempt(
+    attempts = []
+    for item in claimed:
+        attempt = Attempt(
             ClaimedRun(
                 run=item.run,
                 token=item.run.attempts,
@@ -123,9 +128,11 @@ def claim(
             ),
             item.database_now,
             started=item.started,
+            due_since=item.due_since,
         )
-        for item in claimed
-    ]
+        attempt.timeout = registry.timeout_of(item.run.name, item.run.version)
+        attempts.append(attempt)
+    return attempts
 
 
 @_on_engine_connection_first
@@ -148,8 +155,12 @@ def start(attempt: Attempt) -> bool:
 
 @_on_engine_connection_first
 def renew(attempts: list[Attempt]) -> dict[tuple[str, int], Renewal]:
-    """Extend the leases of held attempts; one Renewal per (run id, token)."""
-    return claims.heartbeat([attempt.held for attempt in attempts], durable_settings.LEASE_SECONDS)
+    """Extend the leases of held attempts, never past an attempt's timeout; one Renewal per (run id, token)."""
+    return claims.heartbeat(
+        [attempt.held for attempt in attempts],
+        durable_settings.LEASE_SECONDS,
+        timeouts=[attempt.timeout for attempt in attempts],
+    )
 
 
 @dataclass
@@ -170,6 +181,13 @@ def land_successes(batch: list[tuple[Attempt, str]]) -> LandingReport:
     each run lands on its own, so one run the database will not store fails
     alone, for good, with the database's error, and the others succeed.
     """
+    report = _land(batch)
+    for attempt, outcome in report.outcomes.items():
+        telemetry.attempt_ended(attempt, outcome)
+    return report
+
+
+def _land(batch: list[tuple[Attempt, str]]) -> LandingReport:
     report = LandingReport()
     try:
         landed = landing.complete_many([finished(attempt, output) for attempt, output in batch])
@@ -214,7 +232,51 @@ def release(attempts: list[Attempt]) -> int:
 @_on_engine_connection_first
 def cancel_held(attempt: Attempt) -> bool:
     """Land a held run cancelled (its cancel was requested); False if the fence or a pivot refused it."""
-    return landing.cancel_held(*attempt.held, attempt.run.parent_run_id) is not None
+    attempt.landed_cancelled = landing.cancel_held(*attempt.held, attempt.run.parent_run_id) is not None
+    return attempt.landed_cancelled
+
+
+@_on_engine_connection
+def runs_by_status_and_queue() -> dict[tuple[str, str], int]:
+    """Runs per (status, queue), at a cost that does not grow with the table (exact for small live sets)."""
+    return health.runs_by_status_and_queue()
+
+
+def worker_identity(
+    *, worker_id: str, functions: list[str] | None, queues: list[str] | None, tenant_id: str | None, concurrency: int
+) -> WorkerIdentity:
+    """What a worker records about itself: where it runs, and the (function, version) pairs it can claim."""
+    registered: dict[str, list[int]] = {}
+    for name, version in registry.pairs(functions):
+        registered.setdefault(name, []).append(version)
+    return WorkerIdentity(
+        worker_id=worker_id,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        queues=queues,
+        functions={name: sorted(versions) for name, versions in registered.items()},
+        tenant_id=tenant_id,
+        concurrency=concurrency,
+    )
+
+
+@_on_engine_connection
+def worker_started(identity: WorkerIdentity) -> None:
+    """Record a starting worker, and forget the workers gone for more than a day."""
+    worker_store.prune()
+    worker_store.seen(identity)
+
+
+@_on_engine_connection_first
+def worker_seen(identity: WorkerIdentity) -> None:
+    """The worker is alive (its heartbeat): seen now."""
+    worker_store.seen(identity)
+
+
+@_on_engine_connection
+def worker_stopped(worker_id: str) -> None:
+    """The worker stopped gracefully: it is listed as gone at once, not after three leases."""
+    worker_store.stopped(worker_id)
 
 
 def database_unreachable(exc: BaseException) -> bool:

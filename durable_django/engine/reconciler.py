@@ -5,9 +5,10 @@ reconciler is the net under them, and every repair it makes is logged at
 WARNING with the run id and counted, because each one points at a bug. It
 looks for:
 
-- a run waiting for a child that has finished, or for a signal that is stored,
-  or for nothing that can wake it (no deadline, nothing it recognises):
-  it is woken, and its replay settles the wait;
+- a run waiting for a child that has finished, for children whose wait is over
+  (the last it awaits has landed, or for wait_for_any the first), or for a
+  signal that is stored, or for nothing that can wake it (no deadline, nothing
+  it recognises): it is woken, and its replay settles the wait;
 - a live child (not past a pivot) of a parent that has finished: it is
   cancelled by the rule of ``cancel()``;
 - a run left running long after its lease expired that no reclaim may run
@@ -64,6 +65,11 @@ def stranded_wait(run: reconcile.WaitingRun) -> str | None:
             return f"waits for child {waiting_for.target}, which has finished"
         if run.child_finished is None and not run.has_deadline:
             return f"waits for run {waiting_for.target}, which is not its child, with no deadline"
+    if waiting_for.kind == WaitingFor.CHILDREN:
+        if run.children_over:
+            return f"waits for {waiting_for.target} of the children it awaits, and that wait is over"
+        if not run.children_live and not run.has_deadline:
+            return "waits for children none of which is live, with no deadline"
     if waiting_for.kind == WaitingFor.SIGNAL and run.signal_stored:
         return f"waits for signal {waiting_for.target!r} #{waiting_for.occurrence}, which is stored"
     return None
@@ -82,7 +88,13 @@ class Reconciler:
         """One pass, unless another worker is reconciling right now; returns the repairs made."""
         repairs = in_transaction(self._pass)
         for repair in repairs:
-            logger.warning("reconciler: run %s %s; %s", repair.run_id, repair.problem, repair.action)
+            logger.warning(
+                "reconciler: run %s %s; %s",
+                repair.run_id,
+                repair.problem,
+                repair.action,
+                extra={"run_id": repair.run_id},
+            )
         return repairs
 
     def stranded(self) -> list[Repair]:
@@ -107,6 +119,31 @@ class Reconciler:
                 3 * durable_settings.LEASE_SECONDS, durable_settings.MAX_RECOVERIES, self.chunk
             )
         ]
+        return found
+
+    def any_stranded(self, *, worker_live: bool, limit: int = 20) -> list[Repair]:
+        """Some runs in a state that must not exist (none if there is none), in a few bounded statements.
+
+        Unlike :meth:`stranded` it does not walk the table chunk by chunk: each
+        kind is one statement over the live runs of that kind, through their
+        partial indexes, stopping at the first ``limit`` it finds. A run left
+        running long past its lease counts while a worker is live (one would
+        have reclaimed it), whatever its recoveries.
+        """
+        found = [
+            Repair(run.run_id, problem, "")
+            for run in reconcile.stranded_waits(limit)
+            if (problem := stranded_wait(run)) is not None
+        ]
+        found += [
+            Repair(run_id, f"is live while its parent {parent} has finished", "")
+            for run_id, parent in reconcile.stranded_children(limit)
+        ]
+        if worker_live:
+            found += [
+                Repair(run_id, "is still running more than three leases after its lease expired", "")
+                for run_id in reconcile.long_expired(3 * durable_settings.LEASE_SECONDS, limit)
+            ]
         return found
 
     def _pass(self) -> list[Repair]:

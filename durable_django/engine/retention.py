@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 
 from ..store import purge as purge_store
-from ..store import schedules as schedule_store
 
 
 def purge(cutoff: datetime, batch_size: int) -> int:
@@ -19,10 +18,18 @@ def purge(cutoff: datetime, batch_size: int) -> int:
 
 
 def purge_unless_another_worker_is(cutoff: datetime, batch_size: int) -> int | None:
-    """The worker's periodic purge: one worker at a time; None when another holds the turn."""
-    if not schedule_store.try_purge_lock():
-        return None
-    try:
-        return purge(cutoff, batch_size)
-    finally:
-        schedule_store.release_purge_lock()
+    """The worker's periodic purge, one worker at a time; None when another worker's purge holds the turn.
+
+    The turn is taken by each batch inside its own transaction (nothing is held
+    between batches, so it works through a transaction pooler): a purge that
+    finds the turn taken stops, leaving the rest to the worker that holds it.
+    """
+    deleted, position = 0, None
+    while True:
+        batch = purge_store.purge_batch_in_turn(cutoff, batch_size, position)
+        if batch is None:
+            return deleted if position is not None else None
+        count, position = batch
+        deleted += count
+        if position is None:
+            return deleted

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+
+from django.utils import timezone
 
 from ..conf import durable_settings
 from ..exceptions import InvalidInput
 from ..limits import Debounce, RunLimits, run_limits
-from ..registry import TASK_PATH_VERSION, registry, validate_name
+from ..registry import TASK_PATH_VERSION, Registration, registry, validate_name
 from ..states import MAX_PRIORITY, MIN_PRIORITY
 from ..store import runs as run_store
 from ..tenancy import normalize_tenant, scope
 from ..types import RetryPolicy, Run
 from ..values import aware, integer, json_text, seconds, text
+from . import tracing
 
 # Keys the engine makes for itself: a spawned child's and a schedule tick's. A caller's key
 # may not start with these, or it could take (or pre-empt) a run the engine means to make.
@@ -37,6 +42,7 @@ def build(
     parent_run_id: str | None = None,
     retry: RetryPolicy | None = None,
     debounce: Debounce | None = None,
+    deadline: datetime | timedelta | float | None = None,
 ) -> dict[str, Any]:
     """Validate everything a caller's submit names and return the store's insert parameters.
 
@@ -47,15 +53,59 @@ def build(
             callable that raised or returned no str; nothing is written.
         UnknownFunction: no function ``name`` is registered (and no version was given).
     """
+    params, registration = _prepare(
+        name,
+        input,
+        idempotency_key=idempotency_key,
+        coalesce_key=coalesce_key,
+        tenant_id=tenant_id,
+        delay=delay,
+        available_at=available_at,
+        version=version,
+        queue=queue,
+        priority=priority,
+        parent_run_id=parent_run_id,
+        retry=retry,
+        debounce=debounce,
+        deadline=deadline,
+    )
+    if registration is not None and (registration.concurrency or registration.rate_limit):
+        # The key callables see the input as the handler will: decoded from its JSON.
+        limits = run_limits(name, json.loads(params["input"]), registration.concurrency, registration.rate_limit)
+        params.update(_limit_params(limits))
+    if debounce is not None:
+        params.update(
+            debounce_key=scope(f"{name}:{debounce.key}", params["tenant_id"], what="Debounce.key"),
+            delay=debounce.delay_seconds,
+            debounce_max_wait=debounce.max_wait_seconds,
+        )
+    return params
+
+
+def _prepare(
+    name: str,
+    input: object,
+    *,
+    idempotency_key: str | None,
+    coalesce_key: str | None,
+    tenant_id: object,
+    delay: timedelta | float | None,
+    available_at: datetime | None,
+    version: int | None,
+    queue: str,
+    priority: int,
+    parent_run_id: str | None,
+    retry: RetryPolicy | None,
+    debounce: Debounce | None,
+    deadline: datetime | timedelta | float | None,
+) -> tuple[dict[str, Any], Registration | None]:
+    """Everything of :func:`build` but the limit keys: the insert parameters and the registration, if any."""
     validate_name(name)
     if version is not None and integer(version, what="version", minimum=0) == TASK_PATH_VERSION:
         raise InvalidInput("version 0 is reserved for Django Tasks runs: enqueue those through the Tasks backend")
     for key, what in ((idempotency_key, "idempotency_key"), (coalesce_key, "coalesce_key")):
-        if key is not None and text(key, what=what).startswith(RESERVED_KEY_PREFIXES):
-            raise InvalidInput(
-                f"{what} {key!r} starts with a prefix reserved for the engine's own keys "
-                f"({', '.join(RESERVED_KEY_PREFIXES)})"
-            )
+        if key is not None:
+            _unreserved(key, what)
     if idempotency_key is not None and coalesce_key is not None:
         # A coalesced submit joins a run that has a key of its own (or none): the idempotency
         # key could not be kept, so a later submit with it would make a second run.
@@ -67,6 +117,7 @@ def build(
             raise InvalidInput("debounce cannot be combined with idempotency_key or coalesce_key")
         if delay is not None or available_at is not None:
             raise InvalidInput("debounce sets the start itself: give no delay or available_at")
+    registration: Registration | None
     if version is None:
         registration = registry.newest(name)
     elif registry.knows(name):
@@ -87,18 +138,20 @@ def build(
         priority=priority,
         parent_run_id=parent_run_id,
         retry=retry or (registration.retry if registration else None),
+        deadline=deadline,
     )
-    if registration is not None and (registration.concurrency or registration.rate_limit):
-        # The key callables see the input as the handler will: decoded from its JSON.
-        limits = run_limits(name, json.loads(params["input"]), registration.concurrency, registration.rate_limit)
-        params.update(_limit_params(limits))
-    if debounce is not None:
-        params.update(
-            debounce_key=scope(f"{name}:{debounce.key}", params["tenant_id"], what="Debounce.key"),
-            delay=debounce.delay_seconds,
-            debounce_max_wait=debounce.max_wait_seconds,
+    return params, registration
+
+
+def _unreserved(key: object, what: str) -> str:
+    """A caller's key, refused when it starts with a prefix the engine keeps for its own keys."""
+    if text(key, what=what).startswith(RESERVED_KEY_PREFIXES):
+        raise InvalidInput(
+            f"{what} {key!r} starts with a prefix reserved for the engine's own keys "
+            f"({', '.join(RESERVED_KEY_PREFIXES)})"
         )
-    return params
+    assert isinstance(key, str)  # text() let it through
+    return key
 
 
 def build_task_run(
@@ -124,7 +177,13 @@ def build_task_run(
         priority=priority,
         parent_run_id=None,
         retry=retry,
+        deadline=None,
     )
+
+
+def trace_context_json(carrier: dict[str, str] | None) -> str | None:
+    """A trace context as the run stores it (jsonb), or None."""
+    return None if carrier is None else json.dumps(carrier)
 
 
 def with_engine_key(params: dict[str, Any], key: str) -> dict[str, Any]:
@@ -146,6 +205,7 @@ def _params(
     priority: int,
     parent_run_id: str | None,
     retry: RetryPolicy | None,
+    deadline: datetime | timedelta | float | None,
 ) -> dict[str, Any]:
     tenant = normalize_tenant(tenant_id)
     delay_seconds = seconds(delay, what="delay")
@@ -172,6 +232,9 @@ def _params(
         "parent_run_id": parent_run_id,
         "delay": delay_seconds,
         "available_at": when,
+        **deadline_params(deadline),
+        # The caller's span, if it is traced: the run's attempts become its children.
+        "trace_context": trace_context_json(tracing.current_context()),
     }
 
 
@@ -194,6 +257,23 @@ def _policy_of(items: tuple[tuple[str, type, Any], ...]) -> RetryPolicy:
 def _policy_json(policy: RetryPolicy) -> str:
     """A policy's JSON, made once per policy (a function's own, or the default): runs snapshot a few policies."""
     return json_text(policy.as_json(), what="retry policy")
+
+
+def deadline_params(deadline: object) -> dict[str, Any]:
+    """A run's deadline as the store takes it: an instant, or seconds from the database's now.
+
+    Raises:
+        InvalidInput: not an aware datetime, a timedelta or a number of seconds, or already past.
+    """
+    if isinstance(deadline, datetime):
+        instant = aware(deadline, what="deadline")
+        if instant is not None and instant <= timezone.now():
+            raise InvalidInput(f"deadline {deadline.isoformat()} has already passed")
+        return {"deadline": instant, "deadline_seconds": None}
+    after = seconds(deadline, what="deadline")
+    if after is not None and after <= 0:
+        raise InvalidInput(f"deadline {deadline!r} has already passed: give a positive duration")
+    return {"deadline": None, "deadline_seconds": after}
 
 
 def _limit_params(limits: RunLimits) -> dict[str, Any]:
@@ -235,3 +315,170 @@ def insert_or_join(params: dict[str, Any]) -> Run:
                 return run
     # Only a caller whose snapshot hides the conflicting row (REPEATABLE READ) ends up here.
     raise InvalidInput("the run these keys name is not visible in this transaction; retry outside it")
+
+
+# The insert parameters that vary from one run of a batch to the next (limits too: a key callable may
+# leave one run unlimited); the rest are shared.
+_ROW_COLUMNS = (
+    "run_id",
+    "input",
+    "idempotency_key",
+    "concurrency_key",
+    "concurrency_limit",
+    "concurrency_while_waiting",
+    "rate_key",
+    "rate_limit",
+    "rate_per",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """Many runs of one function, validated: the store's insert parameters and each input's run.
+
+    ``params`` holds the values every run shares and, under the plural of each
+    name in ``_ROW_COLUMNS`` (``run_ids``, ``inputs``, ...), one array per column
+    that varies, one entry per distinct run: a key repeated in the batch makes one run.
+    """
+
+    params: dict[str, Any]
+    # For each input, in input order: the index of its run in the arrays.
+    positions: list[int]
+
+    @property
+    def size(self) -> int:
+        return len(self.params["run_ids"])
+
+    def rows(self, indexes: Sequence[int]) -> Batch:
+        """The same batch restricted to some of its runs (without positions)."""
+        subset = dict(self.params)
+        for column in _ROW_COLUMNS:
+            values = self.params[f"{column}s"]
+            subset[f"{column}s"] = [values[index] for index in indexes]
+        return Batch(subset, [])
+
+
+def build_many(
+    name: str,
+    inputs: Iterable[object],
+    *,
+    idempotency_keys: Sequence[str] | None = None,
+    key_prefix: str | None = None,
+    coalesce_key: str | None = None,
+    debounce: Debounce | None = None,
+    tenant_id: object = None,
+    delay: timedelta | float | None = None,
+    available_at: datetime | None = None,
+    version: int | None = None,
+    queue: str = "default",
+    priority: int = 0,
+    parent_run_id: str | None = None,
+    retry: RetryPolicy | None = None,
+    deadline: datetime | timedelta | float | None = None,
+) -> Batch:
+    """Validate a batch of submits of one function and return its insert parameters.
+
+    Every input is checked before anything is written; the shared options are checked once, as
+    :func:`build` checks them.
+
+    Args:
+        idempotency_keys: the caller's keys, one per input (None: no keys).
+        key_prefix: the engine keys each run ``{key_prefix}#{index}`` instead (spawn_many's children).
+
+    Raises:
+        InvalidInput: a bad input anywhere, keys that are not one per input, a reserved key, or
+            ``coalesce_key`` or ``debounce``, which a batch refuses.
+        UnknownFunction: no function ``name`` is registered (and no version was given).
+    """
+    if isinstance(inputs, (str, bytes, dict)) or not isinstance(inputs, Iterable):
+        raise InvalidInput(f"inputs must be a list of inputs, got {type(inputs).__name__}")
+    values = list(inputs)
+    if coalesce_key is not None or debounce is not None:
+        raise InvalidInput("a batch cannot coalesce or debounce: give neither coalesce_key nor debounce")
+    if idempotency_keys is not None:
+        if isinstance(idempotency_keys, (str, bytes)) or not isinstance(idempotency_keys, Sequence):
+            raise InvalidInput("idempotency_keys must be a list with one key per input")
+        if len(idempotency_keys) != len(values):
+            raise InvalidInput(
+                f"idempotency_keys must hold one key per input: {len(idempotency_keys)} keys for {len(values)} inputs"
+            )
+    shared, registration = _prepare(
+        name,
+        None,
+        idempotency_key=None,
+        coalesce_key=None,
+        tenant_id=tenant_id,
+        delay=delay,
+        available_at=available_at,
+        version=version,
+        queue=queue,
+        priority=priority,
+        parent_run_id=parent_run_id,
+        retry=retry,
+        debounce=None,
+        deadline=deadline,
+    )
+    limited = registration is not None and (registration.concurrency or registration.rate_limit)
+    tenant = shared["tenant_id"]
+    run_ids = run_store.new_run_ids(len(values))
+    rows: dict[str, list[Any]] = {f"{column}s": [] for column in _ROW_COLUMNS}
+    inputs, keys, made = rows["inputs"], rows["idempotency_keys"], rows["run_ids"]
+    positions: list[int] = []
+    run_of_key: dict[str, int] = {}
+    for index, input in enumerate(values):
+        key: str | None = None
+        if idempotency_keys is not None:
+            key = scope(_unreserved(idempotency_keys[index], "an idempotency key"), tenant, what="idempotency_key")
+        elif key_prefix is not None:
+            key = scope(f"{key_prefix}#{index}", tenant, what="idempotency_key")
+        if key is not None:
+            if key in run_of_key:
+                positions.append(run_of_key[key])  # a key repeated in the batch: the same run
+                continue
+            run_of_key[key] = len(made)
+        positions.append(len(made))
+        made.append(run_ids[index])
+        inputs.append(json_text(input, what=f"input #{index}"))
+        keys.append(key)
+    for column in _ROW_COLUMNS[3:]:
+        rows[f"{column}s"] = [None] * len(made)
+    if limited:
+        assert registration is not None
+        for run, encoded in enumerate(inputs):
+            limits = _limit_params(
+                run_limits(name, json.loads(encoded), registration.concurrency, registration.rate_limit)
+            )
+            for column in _ROW_COLUMNS[3:]:
+                rows[f"{column}s"][run] = limits[column]
+    params = {**shared, **rows}
+    for column in _ROW_COLUMNS:
+        params.pop(column, None)
+    return Batch(params, positions)
+
+
+def insert_many(batch: Batch) -> list[Run]:
+    """Insert a batch in one statement (one NOTIFY per queue made due); returns each input's run, in input order.
+
+    A key that names an existing run joins it, as :func:`insert_or_join` does.
+    """
+    if not batch.positions:
+        return []
+    runs: dict[int, Run] = {}
+    pending = list(range(batch.size))
+    for _ in range(_JOIN_ATTEMPTS):
+        part = batch if len(pending) == batch.size else batch.rows(pending)
+        stored = run_store.insert_many(part.params).runs()
+        keyed: dict[str, int] = {}
+        for index, run in zip(pending, stored, strict=True):
+            if run is not None:
+                runs[index] = run
+            elif (key := batch.params["idempotency_keys"][index]) is not None:
+                keyed[key] = index
+        if keyed:
+            for key, run in run_store.find_by_idempotency_keys(list(keyed)).items():
+                runs[keyed[key]] = run
+        pending = [index for index in pending if index not in runs]
+        if not pending:
+            return [runs[index] for index in batch.positions]
+    # Only a caller whose snapshot hides the conflicting rows (REPEATABLE READ) ends up here.
+    raise InvalidInput("the runs these keys name are not visible in this transaction; retry outside it")

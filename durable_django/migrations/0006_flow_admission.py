@@ -13,7 +13,8 @@ CREATE OR REPLACE FUNCTION durable_admit(
     p_run_ids text[], p_start_now int, p_lease float8, p_worker_id text,
     p_queues text[], p_queue_concurrency int[], p_queue_rate_limit int[], p_queue_rate_per float8[],
     p_rate_guard float8, p_hold_batch int
-) RETURNS TABLE (run durable_run, recovered boolean, started boolean, database_now timestamptz)
+) RETURNS TABLE (run durable_run, recovered boolean, started boolean, database_now timestamptz,
+                 due_since timestamptz)
 LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
     v_candidates durable_run[];
@@ -32,6 +33,7 @@ DECLARE
     v_admit_ids text[] := '{}';
     v_admit_starts boolean[] := '{}';
     v_admit_recovered boolean[] := '{}';
+    v_admit_due timestamptz[] := '{}';
     v_start_keys text[] := '{}';
     v_start_pers float8[] := '{}';
     v_hold_ids text[] := '{}';
@@ -178,6 +180,10 @@ BEGIN
         v_admit_starts := v_admit_starts || (v_starts_left > 0);
         v_admit_recovered := v_admit_recovered
             || (c.status = 'running' AND c.leased_until < v_now AND c.attempt_started_at IS NOT NULL);
+        -- When it became claimable: its delay, wake-up or expired lease, else when it was last made pending.
+        v_admit_due := v_admit_due || CASE c.status WHEN 'pending' THEN coalesce(c.available_at, c.updated_at)
+                                                    WHEN 'waiting' THEN c.available_at
+                                                    ELSE c.leased_until END;
         v_starts_left := v_starts_left - 1;
     END LOOP;
 
@@ -197,9 +203,9 @@ BEGIN
         held_by = NULL,
         worker_id = p_worker_id,
         updated_at = v_now
-    FROM unnest(v_admit_ids, v_admit_starts, v_admit_recovered) AS ch(rid, st, rec)
+    FROM unnest(v_admit_ids, v_admit_starts, v_admit_recovered, v_admit_due) AS ch(rid, st, rec, due)
     WHERE r.run_id = ch.rid
-    RETURNING r, ch.rec, ch.st, v_now;
+    RETURNING r, ch.rec, ch.st, v_now, ch.due;
 
     UPDATE durable_run r SET held_by = h.reason, available_at = h.recheck_at
     FROM unnest(v_hold_ids, v_hold_reasons, v_hold_recheck) AS h(rid, reason, recheck_at)

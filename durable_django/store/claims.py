@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..types import Run
-from . import flow
+from . import flow, landing
 from .db import RUN_COLUMN_COUNT, WAKE_CHANNEL, cursor, in_transaction, qualified_run_columns, row_to_run
 
 # Whether a limit applies to the run: its function has a concurrency or rate key, or its queue is limited.
@@ -45,6 +45,7 @@ _ADMIT = """durable_admit(
 # concurrency or rate key, a limited queue) are claimed or held by the admission, in
 # the same statement; runs a limit holds are not in the claim index at all, and those
 # held by a rate limit whose window has reopened are released and go to the admission.
+# ``due_since`` is when each run became claimable (its queue lag starts there).
 CLAIM_TEMPLATE = f"""
 WITH released AS (
     UPDATE durable_run SET held_by = NULL
@@ -56,17 +57,21 @@ WITH released AS (
         LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
     RETURNING run_id
 ), due_pending AS (
-    SELECT run_id, priority, created_at, false AS recovered, {_LIMITED} FROM durable_run
+    SELECT run_id, priority, created_at, false AS recovered, coalesce(available_at, updated_at) AS due_since,
+           {_LIMITED}
+    FROM durable_run
     WHERE status = 'pending' AND held_by IS NULL AND (available_at IS NULL OR available_at <= now()) {{bounds}}
     ORDER BY priority DESC, created_at
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 ), due_waits AS (
-    SELECT run_id, priority, created_at, false AS recovered, {_LIMITED} FROM durable_run
+    SELECT run_id, priority, created_at, false AS recovered, available_at AS due_since, {_LIMITED} FROM durable_run
     WHERE status = 'waiting' AND available_at <= now() {{bounds}}
     ORDER BY available_at
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 ), expired AS (
-    SELECT run_id, priority, created_at, attempt_started_at IS NOT NULL AS recovered, {_LIMITED} FROM durable_run
+    SELECT run_id, priority, created_at, attempt_started_at IS NOT NULL AS recovered, leased_until AS due_since,
+           {_LIMITED}
+    FROM durable_run
     WHERE status = 'running' AND leased_until < now() {{bounds}}
     ORDER BY leased_until
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED
@@ -92,11 +97,12 @@ WITH released AS (
         updated_at = now()
     FROM chosen
     WHERE r.run_id = chosen.run_id
-    RETURNING {qualified_run_columns("r")}, chosen.recovered, chosen.starts
+    RETURNING {qualified_run_columns("r")}, chosen.recovered, chosen.starts, now(), chosen.due_since
 )
-SELECT *, now() FROM claimed
+SELECT * FROM claimed
 UNION ALL
-SELECT {qualified_run_columns("(admitted.run)")}, admitted.recovered, admitted.started, admitted.database_now
+SELECT {qualified_run_columns("(admitted.run)")}, admitted.recovered, admitted.started, admitted.database_now,
+       admitted.due_since
 FROM {_ADMIT} AS admitted
 """
 
@@ -109,18 +115,22 @@ SELECT least(
 ) - now()
 """
 
-# Renew the leases of held runs, carrying each one's cancel flag back. A run locked by
-# another transaction right now is reported busy (renewed next time), one that is no
-# longer this holder's as lost.
+# Renew the leases of held runs, carrying each one's cancel flag back; a lease never runs past its
+# attempt's timeout (counted from the attempt's start), so a run whose holder can no longer end it is
+# taken over soon after. A run locked by another transaction right now is reported busy (renewed next
+# time), one that is no longer this holder's as lost.
 HEARTBEAT = """
-WITH held AS (SELECT * FROM unnest(%(run_ids)s::text[], %(tokens)s::int[]) AS h(run_id, token)),
+WITH held AS (
+    SELECT * FROM unnest(%(run_ids)s::text[], %(tokens)s::int[], %(timeouts)s::float8[]) AS h(run_id, token, timeout)
+),
 mine AS (
-    SELECT r.run_id FROM durable_run r JOIN held ON r.run_id = held.run_id AND r.attempts = held.token
+    SELECT r.run_id, held.timeout FROM durable_run r JOIN held ON r.run_id = held.run_id AND r.attempts = held.token
     WHERE r.status = 'running'
     FOR NO KEY UPDATE OF r SKIP LOCKED
 ),
 renewed AS (
-    UPDATE durable_run r SET leased_until = now() + make_interval(secs => %(lease)s::float8)
+    UPDATE durable_run r SET leased_until = least(now() + make_interval(secs => %(lease)s::float8),
+                                                  r.attempt_started_at + make_interval(secs => mine.timeout))
     FROM mine WHERE r.run_id = mine.run_id
     RETURNING r.run_id, r.attempts AS token, r.cancel_requested_at IS NOT NULL AND r.pivoted_at IS NULL AS cancel
 )
@@ -159,18 +169,29 @@ FROM held LEFT JOIN started ON started.run_id = held.run_id AND started.token = 
 """
 
 # Hand held runs back (shutdown, or claimed runs no slot started in time) so another worker
-# takes them at once; counts nothing.
+# takes them at once; counts nothing. A run whose cancel was requested is not handed back (see
+# CANCEL_REQUESTED).
 RELEASE = f"""
 WITH released AS (
     UPDATE durable_run r SET status = 'pending', leased_until = NULL, available_at = NULL,
         attempt_started_at = NULL, updated_at = now()
     FROM unnest(%(run_ids)s::text[], %(tokens)s::int[]) AS held(run_id, token)
     WHERE r.run_id = held.run_id AND r.attempts = held.token AND r.status = 'running'
+      AND (r.cancel_requested_at IS NULL OR r.pivoted_at IS NOT NULL)
     RETURNING r.concurrency_key, r.concurrency_while_waiting, r.started_at IS NOT NULL AS started, r.queue
 ), woken AS (
     SELECT pg_notify('{WAKE_CHANNEL}', q.queue) FROM (SELECT DISTINCT queue FROM released) q
 )
 SELECT *, (SELECT count(*) FROM woken) FROM released
+"""
+
+# Held runs whose cancel was requested (by an operator, or the cascade of a parent that ended): the
+# release lands them cancelled rather than handing them back to be claimed only to be cancelled.
+CANCEL_REQUESTED = """
+SELECT r.run_id, r.attempts, r.parent_run_id FROM durable_run r
+JOIN unnest(%(run_ids)s::text[], %(tokens)s::int[]) AS held(run_id, token)
+  ON r.run_id = held.run_id AND r.attempts = held.token
+WHERE r.status = 'running' AND r.cancel_requested_at IS NOT NULL AND r.pivoted_at IS NULL
 """
 
 
@@ -206,6 +227,8 @@ class Claimed:
     started: bool
     # The database's clock when the claim took it.
     database_now: datetime
+    # When it became claimable: due, woken, or its holder's lease expired.
+    due_since: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,12 +314,15 @@ def _pairs(held: list[tuple[str, int]]) -> dict[str, Any]:
     return {"run_ids": [run_id for run_id, _ in held], "tokens": [token for _, token in held]}
 
 
-def heartbeat(held: list[tuple[str, int]], lease_seconds: float) -> dict[tuple[str, int], Renewal]:
-    """Extend the leases of (run_id, token) pairs; one Renewal per pair."""
+def heartbeat(
+    held: list[tuple[str, int]], lease_seconds: float, *, timeouts: list[float | None] | None = None
+) -> dict[tuple[str, int], Renewal]:
+    """Extend the leases of (run_id, token) pairs, each never past its attempt's timeout (seconds from
+    the attempt's start; None: no limit); one Renewal per pair."""
     if not held:
         return {}
     with cursor() as cur:
-        cur.execute(HEARTBEAT, {"lease": lease_seconds, **_pairs(held)})
+        cur.execute(HEARTBEAT, {"lease": lease_seconds, "timeouts": timeouts or [None] * len(held), **_pairs(held)})
         return {
             (run_id, token): Renewal(renewed, cancel, still_held)
             for run_id, token, renewed, cancel, still_held in cur.fetchall()
@@ -334,9 +360,14 @@ def start_many(held: list[tuple[str, int]]) -> dict[tuple[str, int], Start]:
 
 
 def release(held: list[tuple[str, int]]) -> int:
-    """Hand (run_id, token) pairs back as pending; returns how many were still held."""
+    """Hand (run_id, token) pairs back as pending, or land them cancelled if their cancel was requested;
+    returns how many were still held."""
     if not held:
         return 0
+    with cursor() as cur:
+        cur.execute(CANCEL_REQUESTED, _pairs(held))
+        cancelling = cur.fetchall()
+    cancelled = sum(landing.cancel_held(run_id, token, parent) is not None for run_id, token, parent in cancelling)
 
     def work() -> int:
         with cursor() as cur:
@@ -351,4 +382,4 @@ def release(held: list[tuple[str, int]]) -> int:
             )
         return len(rows)
 
-    return in_transaction(work)
+    return cancelled + in_transaction(work)

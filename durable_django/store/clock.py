@@ -27,6 +27,13 @@ WHERE run_id = %(run_id)s
 RETURNING {RUN_COLUMNS}
 """
 
+# A run's deadline (and no other instant) passes now.
+DEADLINE_PASSES = f"""
+UPDATE durable_run SET deadline = now() - interval '1 millisecond'
+WHERE run_id = %(run_id)s AND deadline IS NOT NULL
+RETURNING {RUN_COLUMNS}
+"""
+
 # A schedule's clock moves on: its next tick comes that much sooner (past ticks are owed, as after downtime).
 ADVANCE_SCHEDULE = f"""
 UPDATE durable_schedule SET next_fire_at = next_fire_at - make_interval(secs => %(seconds)s::float8)
@@ -46,6 +53,14 @@ def make_due(run_id: str) -> Run | None:
         return row_to_run(row) if row else None
 
     return in_transaction(work)
+
+
+def pass_deadline(run_id: str) -> Run | None:
+    """Let a run's deadline pass now; None if there is no such run or it has no deadline."""
+    with cursor() as cur:
+        cur.execute(DEADLINE_PASSES, {"run_id": run_id})
+        row = cur.fetchone()
+    return row_to_run(row) if row else None
 
 
 def advance_schedule(stored_id: str, seconds: float) -> Schedule | None:

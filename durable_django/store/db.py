@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
 import psycopg
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, InterfaceError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
@@ -34,21 +35,27 @@ _T = TypeVar("_T")
 Row = Sequence[Any]
 
 
-def connection() -> BaseDatabaseWrapper:
-    """The Django connection of the alias the durable tables live on (per thread)."""
-    return connections[durable_settings.DATABASE]
+def connection(alias: str | None = None) -> BaseDatabaseWrapper:
+    """This thread's Django connection on ``alias``: by default the one the durable tables live on."""
+    return connections[alias or durable_settings.DATABASE]
 
 
 @contextmanager
-def cursor() -> Iterator[CursorWrapper]:
+def cursor(alias: str | None = None) -> Iterator[CursorWrapper]:
     """A cursor on Django's own connection (so it joins the caller's transaction) with server-side binding.
 
     The store's statements are few and fixed; binding parameters on the server
     lets PostgreSQL keep their plans (prepared statements), which halves the
-    cost of the landing and claim statements. It goes through Django's cursor
-    wrapper (error mapping, execute wrappers); while queries are logged, Django's own cursor is used.
+    cost of the landing and claim statements. They are not prepared on an alias
+    behind a transaction pooler (``durable_settings.prepares_statements``): a
+    statement prepared in one server session is unknown in the next. It goes
+    through Django's cursor wrapper (error mapping, execute wrappers); while
+    queries are logged, Django's own cursor is used.
+
+    Args:
+        alias: the alias to read from (``READ_DATABASE`` for operator views); the durable alias by default.
     """
-    conn = connection()
+    conn = connection(alias)
     if conn.queries_logged:
         # DEBUG or a test capturing queries: Django's own cursor records the SQL as sent.
         with conn.cursor() as cur:
@@ -56,7 +63,7 @@ def cursor() -> Iterator[CursorWrapper]:
         return
     conn.ensure_connection()
     raw: psycopg.Connection[Any] = conn.connection
-    if raw.prepare_threshold is None and durable_settings.PREPARED_STATEMENTS:
+    if raw.prepare_threshold is None and durable_settings.prepares_statements(conn.alias):
         # Django disables preparation for the sake of connection poolers; only our
         # server-binding cursors prepare (Django's own client-binding cursors never do).
         raw.prepare_threshold = 0
@@ -75,6 +82,13 @@ def is_retryable(exc: BaseException) -> bool:
     """A serialization failure or a deadlock: the transaction was rolled back and may run again."""
     cause = exc.__cause__ if isinstance(exc, DatabaseError) else exc
     return getattr(cause, "sqlstate", None) in RETRYABLE_SQLSTATES
+
+
+def constraint_of(exc: BaseException) -> str | None:
+    """The name of the constraint a Django IntegrityError (or psycopg error) reports, if any."""
+    cause = exc.__cause__ if isinstance(exc, DatabaseError) else exc
+    diag = getattr(cause, "diag", None)
+    return getattr(diag, "constraint_name", None)
 
 
 def is_disconnect(exc: BaseException) -> bool:
@@ -128,7 +142,7 @@ RUN_COLUMNS = (
     "idempotency_key, coalesce_key, parent_run_id, queue, priority, available_at, leased_until, "
     "created_at, updated_at, cancel_requested_at, cancel_refused_at, error_type, failures, recoveries, "
     "retry_policy::text, waiting_for, pivoted_at, started_at, finished_at, worker_id, attempt_started_at, "
-    "held_by"
+    "held_by, deadline, progress::text, trace_context::text"
 )
 RUN_COLUMN_COUNT = RUN_COLUMNS.count(",") + 1
 
@@ -170,6 +184,9 @@ def row_to_run(row: Row) -> Run:
         worker_id,
         attempt_started_at,
         held_by,
+        deadline,
+        progress,
+        trace_context,
     ) = row[:RUN_COLUMN_COUNT]
     return Run(
         run_id=run_id,
@@ -195,7 +212,7 @@ def row_to_run(row: Row) -> Run:
         error_type=error_type,
         failures=failures,
         recoveries=recoveries,
-        retry_policy=_retry_policy(retry_policy),
+        retry_policy=retry_policy_of(retry_policy),
         waiting_for=waiting_for,
         pivoted_at=pivoted_at,
         started_at=started_at,
@@ -203,12 +220,15 @@ def row_to_run(row: Row) -> Run:
         worker_id=worker_id,
         attempt_started_at=attempt_started_at,
         held_by=held_by,
+        deadline=deadline,
+        progress=from_json(progress),
+        trace_context=from_json(trace_context),
     )
 
 
-@functools.lru_cache(maxsize=128)
-def _retry_policy(stored: str | None) -> RetryPolicy:
-    """A run's retry policy from its stored JSON; parsed once per policy (a policy is immutable)."""
+@functools.lru_cache(maxsize=256)
+def retry_policy_of(stored: str | None) -> RetryPolicy:
+    """A stored retry policy as a record; runs of one function share a handful of policies, so each is parsed once."""
     return RetryPolicy.from_json(from_json(stored))
 
 
@@ -233,23 +253,80 @@ def row_to_schedule(row: Row) -> Schedule:
     )
 
 
-def session_connection_params() -> dict[str, Any]:
-    """psycopg.connect() arguments for a session of its own on the durable alias (LISTEN needs one)."""
-    params = connection().get_connection_params()
+def session_connection_params(alias: str) -> dict[str, Any]:
+    """psycopg.connect() arguments for a session of its own on ``alias``, preparing only where that is safe."""
+    params = connections[alias].get_connection_params()
     for django_only in ("cursor_factory", "context", "prepare_threshold"):
         params.pop(django_only, None)
+    if not durable_settings.prepares_statements(alias):
+        params["prepare_threshold"] = None  # psycopg prepares a query it sees five times, by default
     return {**params, **pool.session_name()}
 
 
 @contextmanager
-def listening(channels: Iterable[str]) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
-    """A dedicated autocommit session that LISTENs on ``channels``; iterate ``conn.notifies()``."""
-    import psycopg
+def session(alias: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+    """A dedicated autocommit session on ``alias``, outside any transaction of the caller's."""
+    with psycopg.connect(**session_connection_params(alias), autocommit=True) as conn:
+        yield conn
 
-    with psycopg.connect(**session_connection_params(), autocommit=True) as conn:
+
+@contextmanager
+def listening(channels: Iterable[str]) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+    """A dedicated autocommit session that LISTENs on ``channels``; iterate ``conn.notifies()``.
+
+    Raises:
+        ImproperlyConfigured: the durable alias goes through a transaction pooler and no
+            ``LISTEN_DATABASE`` bypasses it; callers poll instead (``durable_settings.listen_database``).
+    """
+    alias = durable_settings.listen_database
+    if alias is None:
+        raise ImproperlyConfigured(
+            f"DURABLE['DATABASE'] {durable_settings.DATABASE!r} goes through a transaction pooler "
+            "(DISABLE_SERVER_SIDE_CURSORS), where LISTEN is lost: set DURABLE['LISTEN_DATABASE'] "
+            "to an alias that reaches PostgreSQL directly"
+        )
+    with session(alias) as conn:
         for channel in channels:
             conn.execute(f'LISTEN "{channel}"')
         yield conn
+
+
+class LandingWatch:
+    """Waits for a run to land: woken by the ``durable_done`` NOTIFY, or by polling where LISTEN is lost.
+
+    ``session`` reads what is committed, outside the caller's transaction. Behind
+    a transaction pooler with no ``LISTEN_DATABASE`` it polls, from every 50 ms
+    up to every ``POLL_SECONDS``, so a short run is seen soon and a long wait
+    costs little.
+    """
+
+    FIRST_POLL_SECONDS = 0.05
+
+    def __init__(self, session: psycopg.Connection[tuple[Any, ...]], *, listening: bool) -> None:
+        self.session = session
+        self.listening = listening
+        self._poll = self.FIRST_POLL_SECONDS
+
+    def wait(self, run_id: str, timeout: float) -> None:
+        """Return when ``run_id``'s landing is announced, at the next poll, or after ``timeout`` seconds."""
+        if not self.listening:
+            time.sleep(min(timeout, self._poll))
+            self._poll = min(self._poll * 2, float(durable_settings.POLL_SECONDS))
+            return
+        for notify in self.session.notifies(timeout=timeout):
+            if notify.payload == run_id:
+                return
+
+
+@contextmanager
+def watching_landings() -> Iterator[LandingWatch]:
+    """A session that hears landed runs announced (LISTEN subscribes before the caller reads), or polls."""
+    if durable_settings.listen_database is None:
+        with session(durable_settings.DATABASE) as conn:
+            yield LandingWatch(conn, listening=False)
+        return
+    with listening([DONE_CHANNEL]) as conn:
+        yield LandingWatch(conn, listening=True)
 
 
 def reset_connection() -> None:

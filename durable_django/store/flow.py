@@ -138,13 +138,14 @@ def release_held(cur: CursorWrapper, freed: dict[str, int]) -> int:
     return released
 
 
-def held_by_key(*, cap: int = 10_000, keys: int = 20) -> list[LimitState]:
+def held_by_key(*, cap: int = 10_000, keys: int = 20, using: str | None = None) -> list[LimitState]:
     """The keys holding most runs back, most first; at most ``keys`` of them.
 
     At most ``cap`` held runs are read (a key's count is then a floor), so it
-    costs the same whatever the table holds.
+    costs the same whatever the table holds. ``using``: the alias to read from
+    (a replica); the durable alias by default.
     """
-    with cursor() as cur:
+    with cursor(using) as cur:
         cur.execute(HELD_BY_KEY, {"cap": cap, "keys": keys})
         return [LimitState(key, held, running) for key, held, running in cur.fetchall()]
 

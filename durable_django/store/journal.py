@@ -10,12 +10,13 @@ between the two.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
 from django.db.backends.utils import CursorWrapper
 
+from .. import faults
 from ..exceptions import LeaseLost, NotAChild, RunNotFound
 from ..journal_ids import WaitingFor
 from ..types import ChildResult
@@ -123,10 +124,11 @@ VALUES (%(run_id)s, %(step_id)s, %(result)s::jsonb, %(tenant_id)s, now())
 ON CONFLICT (run_id, step_id) DO NOTHING
 """
 
-# Park the held run: no lease, status waiting, woken by its deadline, a signal or a child.
+# Park the held run: no lease, status waiting, woken by its deadline, a signal, a child or its children
+# (for these, how many landings it waits for).
 SUSPEND = """
 UPDATE durable_run SET status = 'waiting', waiting_for = %(waiting_for)s, available_at = %(until)s,
-    leased_until = NULL, updated_at = now()
+    awaiting_children = %(awaiting)s, leased_until = NULL, updated_at = now()
 WHERE run_id = %(run_id)s AND attempts = %(token)s AND status = 'running'
 RETURNING concurrency_key, concurrency_while_waiting, started_at IS NOT NULL, queue
 """
@@ -169,6 +171,33 @@ SELECT status, output::text, error, error_type FROM durable_run
 WHERE run_id = %(child_run_id)s AND parent_run_id = %(run_id)s
 FOR UPDATE
 """
+
+
+# The awaited runs that are direct children of the held run: each one's status and when it finished.
+SELECT_AWAITED = """
+SELECT run_id, status IN ('succeeded', 'failed', 'cancelled'), finished_at FROM durable_run
+WHERE run_id = ANY(%(child_run_ids)s::text[]) AND parent_run_id = %(run_id)s
+"""
+
+# How some finished children of the held run landed.
+SELECT_OUTCOMES = """
+SELECT run_id, status, output::text, error FROM durable_run
+WHERE run_id = ANY(%(child_run_ids)s::text[]) AND parent_run_id = %(run_id)s
+"""
+
+# Mark the awaited children still live with the held run's fence token: each one's landing then counts
+# toward the wait (store/landing.py WAKE_PARENT). Every landing of a child locks its parent first, so
+# under the held run's lock no awaited child finishes between the read and the mark.
+MARK_AWAITED = """
+UPDATE durable_run SET awaited_token = %(token)s
+WHERE run_id = ANY(%(child_run_ids)s::text[]) AND parent_run_id = %(run_id)s
+  AND status IN ('pending', 'running', 'waiting')
+"""
+
+TIMED_OUT: ChildResult = {"state": "timeout", "result": None, "error": None}
+
+# Orders a finished child with no finish time (landed before finish times were kept) after every other.
+_NEVER = datetime.max.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,8 +349,19 @@ def _insert_step(cur: CursorWrapper, run_id: str, step_id: str, tenant_id: str |
     return stored[0]
 
 
-def _suspend(cur: CursorWrapper, run_id: str, token: int, waiting_for: WaitingFor, until: datetime | None) -> None:
-    cur.execute(SUSPEND, {"run_id": run_id, "token": token, "waiting_for": str(waiting_for), "until": until})
+def _suspend(
+    cur: CursorWrapper,
+    run_id: str,
+    token: int,
+    waiting_for: WaitingFor,
+    until: datetime | None,
+    *,
+    awaiting: int | None = None,
+) -> None:
+    cur.execute(
+        SUSPEND,
+        {"run_id": run_id, "token": token, "waiting_for": str(waiting_for), "until": until, "awaiting": awaiting},
+    )
     # A run that waits holds no limit slot (unless its concurrency counts while it waits): release one.
     flow.release_slots(
         cur,
@@ -405,7 +445,12 @@ def wait_for_child(
             )
         status, output, error, _error_type = row
         if status in ("succeeded", "failed", "cancelled"):
-            outcome: ChildResult = {"state": status, "result": from_json(output), "error": error}
+            # A child that succeeded on a retry keeps its last failure for the operator, not for its parent.
+            outcome: ChildResult = {
+                "state": status,
+                "result": from_json(output),
+                "error": None if status == "succeeded" else error,
+            }
             return WaitOutcome(suspended=False, value=_insert_step(cur, run_id, step_id, tenant_id, outcome))
         deadline: datetime | None = None
         passed = False
@@ -416,6 +461,75 @@ def wait_for_child(
             timed_out: ChildResult = {"state": "timeout", "result": None, "error": None}
             return WaitOutcome(suspended=False, value=_insert_step(cur, run_id, step_id, tenant_id, timed_out))
         _suspend(cur, run_id, token, WaitingFor.child(child_run_id), deadline)
+        return WaitOutcome(suspended=True)
+
+
+def _outcomes(cur: CursorWrapper, run_id: str, child_run_ids: list[str]) -> dict[str, ChildResult]:
+    cur.execute(SELECT_OUTCOMES, {"run_id": run_id, "child_run_ids": child_run_ids})
+    return {
+        child_id: {"state": status, "result": from_json(output), "error": error}
+        for child_id, status, output, error in cur.fetchall()
+    }
+
+
+def wait_for_children(
+    run_id: str,
+    token: int,
+    step_id: str,
+    deadline_step_id: str,
+    *,
+    child_run_ids: list[str],
+    wait_all: bool,
+    timeout_seconds: float | None,
+) -> WaitOutcome:
+    """Wait for direct children: all of them (wait_for_all) or the first to finish (wait_for_any).
+
+    Resolves at once when the wait is over (all finished; one finished) or its
+    timeout has passed; otherwise marks the live awaited children and parks the
+    run until the last (all) or first (any) of them lands, or the timeout.
+
+    Values journalled: for all, one result per id given, in order (a child still
+    live at the timeout is cancelled, with its descendants, and reported as
+    ``"timeout"``); for any, ``[index, result]`` of the first to finish (the
+    earliest finished, then the first given), or None at the timeout.
+    """
+    with _atomic(), cursor() as cur:
+        cancel, tenant_id = _lock_held(cur, run_id, token)
+        if cancel:
+            return WaitOutcome(suspended=False, cancel_requested=True)
+        distinct = list(dict.fromkeys(child_run_ids))
+        cur.execute(SELECT_AWAITED, {"run_id": run_id, "child_run_ids": distinct})
+        found = {child_id: (finished, finished_at) for child_id, finished, finished_at in cur.fetchall()}
+        strangers = [child_id for child_id in distinct if child_id not in found]
+        if strangers:
+            raise NotAChild(
+                f"run {strangers[0]} is not a direct child of run {run_id}", run_id=run_id, child_run_id=strangers[0]
+            )
+        done = [child_id for child_id in distinct if found[child_id][0]]
+        value: object
+        if wait_all and len(done) == len(distinct):
+            outcomes = _outcomes(cur, run_id, distinct)
+            value = [outcomes[child_id] for child_id in child_run_ids]
+            return WaitOutcome(suspended=False, value=_insert_step(cur, run_id, step_id, tenant_id, value))
+        if not wait_all and done:
+            first = min(done, key=lambda child_id: found[child_id][1] or _NEVER)
+            value = [child_run_ids.index(first), _outcomes(cur, run_id, [first])[first]]
+            return WaitOutcome(suspended=False, value=_insert_step(cur, run_id, step_id, tenant_id, value))
+        deadline: datetime | None = None
+        passed = False
+        if timeout_seconds is not None:
+            deadline, passed = _deadline(cur, run_id, deadline_step_id, tenant_id, seconds=timeout_seconds)
+        if passed:
+            if not wait_all:
+                return WaitOutcome(suspended=False, value=_insert_step(cur, run_id, step_id, tenant_id, None))
+            live = [child_id for child_id in distinct if not found[child_id][0]]
+            landing.cancel_children(run_id, live)
+            outcomes = _outcomes(cur, run_id, done)
+            value = [outcomes.get(child_id, TIMED_OUT) for child_id in child_run_ids]
+            return WaitOutcome(suspended=False, value=_insert_step(cur, run_id, step_id, tenant_id, value))
+        cur.execute(MARK_AWAITED, {"run_id": run_id, "token": token, "child_run_ids": distinct})
+        awaiting = cur.rowcount if wait_all else 1
+        _suspend(cur, run_id, token, WaitingFor.children(wait_all=wait_all), deadline, awaiting=awaiting)
         return WaitOutcome(suspended=True)
 
 
@@ -435,6 +549,36 @@ def spawn(run_id: str, token: int, step_id: str, child_params: dict[str, Any]) -
         cur.execute(MARK_PARENT, [run_id])
         child_id: str = _insert_step(cur, run_id, step_id, child_params["tenant_id"], child.run_id)
         return child_id
+
+
+def spawn_many(run_id: str, token: int, step_id: str, params: dict[str, Any], positions: list[int]) -> list[str]:
+    """Insert a batch of children in one statement and journal their ids in one transaction; replay adopts them.
+
+    Args:
+        params: the batch's insert parameters (store.runs.INSERT_MANY), every child keyed by the engine.
+        positions: for each input, the index of its child in the batch.
+
+    Returns:
+        The children's run ids, one per input, in input order.
+    """
+    with _atomic(), cursor() as cur:
+        _cancel, tenant_id = _lock_held(cur, run_id, token)
+        stored = _stored_step(cur, run_id, step_id)
+        if stored is not None:
+            journalled: list[str] = stored[0]
+            return journalled
+        inserted = runs.insert_many(params)
+        faults.reach("spawn_many.inserted")
+        made, keys = params["run_ids"], params["idempotency_keys"]
+        # As for spawn(): a key that refused its row names a child made under this held run's lock.
+        refused = [key for child_id, key in zip(made, keys, strict=True) if child_id not in inserted]
+        found = runs.find_by_idempotency_keys(refused) if refused else {}
+        children = [
+            child_id if child_id in inserted else found[key].run_id for child_id, key in zip(made, keys, strict=True)
+        ]
+        cur.execute(MARK_PARENT, [run_id])
+        child_ids: list[str] = _insert_step(cur, run_id, step_id, tenant_id, [children[index] for index in positions])
+        return child_ids
 
 
 def emit_signal(run_id: str, signal: str, occurrence: int, value_json: str, tenant_id: str | None) -> Any:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db.backends.utils import CursorWrapper
@@ -31,6 +32,8 @@ from .db import DONE_CHANNEL, WAKE_CHANNEL, cursor, in_transaction
 
 _TERMINAL = "('succeeded', 'failed', 'cancelled')"
 _LIVE = "('pending', 'running', 'waiting')"
+_CHILDREN_WAITS = "(" + ", ".join(f"'{wait}'" for wait in WaitingFor.children_waits()) + ")"
+_ALL_CHILDREN = str(WaitingFor.children(wait_all=True))
 _FENCE = "run_id = %(run_id)s AND attempts = %(token)s AND status = 'running'"
 
 # Take a run's row lock (a parent's, before its child is touched).
@@ -115,11 +118,47 @@ SELECT {_RETURNING}, CASE WHEN status IN {_TERMINAL} THEN pg_notify('{DONE_CHANN
 FROM landed
 """
 
-# Land a held run cancelled: its cancel was requested and it reached a context call or heartbeat.
+# Land a held run cancelled: its cancel was requested and it reached a context call or heartbeat
+# (only if a cancel is requested now, with requested_only).
 CANCEL_HELD = f"""
 WITH landed AS (
     UPDATE durable_run SET status = 'cancelled', leased_until = NULL, finished_at = now(), updated_at = now()
-    WHERE {_FENCE} AND pivoted_at IS NULL
+    WHERE {_FENCE} AND pivoted_at IS NULL AND (NOT %(requested_only)s OR cancel_requested_at IS NOT NULL)
+    RETURNING *
+)
+{_LANDED}
+"""
+
+# Live runs whose deadline has passed by the database clock, soonest first. A run whose parent's deadline
+# has passed too is left to its parent's end (its cascade), and a running run asked to stop is left to
+# end cancelled at its next context call or heartbeat.
+PAST_DEADLINE = f"""
+SELECT r.run_id, r.parent_run_id, r.deadline FROM durable_run r
+WHERE r.deadline <= now() AND r.status IN {_LIVE}
+  AND NOT (r.status = 'running' AND r.cancel_requested_at IS NOT NULL AND r.pivoted_at IS NULL)
+  AND NOT EXISTS (SELECT 1 FROM durable_run p
+                  WHERE p.run_id = r.parent_run_id AND p.deadline <= now() AND p.status IN {_LIVE})
+ORDER BY r.deadline
+LIMIT %(limit)s
+"""
+
+# Seconds until the soonest deadline of a live run that has not passed yet (NULL: none).
+NEXT_DEADLINE = f"""
+SELECT extract(epoch FROM min(deadline) - now())::float8 FROM durable_run
+WHERE deadline > now() AND status IN {_LIVE}
+"""
+
+# A run's status, read in a statement of its own once its lock is held.
+SELECT_STATUS = "SELECT status FROM durable_run WHERE run_id = %s"
+
+# Fail a live run whose deadline has passed (locked, its parent first), whatever it is doing: the
+# fence of its holder, if any, refuses that holder's later writes.
+EXPIRE = f"""
+WITH landed AS (
+    UPDATE durable_run SET status = 'failed', error = %(error)s, error_type = %(error_type)s, finished_at = now(),
+        leased_until = NULL, waiting_for = NULL, available_at = NULL, held_by = NULL, updated_at = now()
+    WHERE run_id = %(run_id)s AND deadline <= now() AND status IN {_LIVE}
+      AND NOT (status = 'running' AND cancel_requested_at IS NOT NULL AND pivoted_at IS NULL)
     RETURNING *
 )
 {_LANDED}
@@ -166,15 +205,71 @@ CANCEL_REFUSE = """
 UPDATE durable_run SET cancel_refused_at = coalesce(cancel_refused_at, now()) WHERE run_id = %(run_id)s
 """
 
-# Wake a parent (locked by this transaction) that waits for one of the children that just landed.
+# Count children that just landed toward the parent's wait (the parent is locked by this transaction),
+# and wake it if it waits for one of them (wait_for_result), or if they were the last of the children
+# it awaits (wait_for_all) or the first (wait_for_any): a children wait counts down how many landings
+# it still needs, and a landing counts only for a child marked with the parent's current fence token,
+# so each landing does the same small work however many children the parent has.
 WAKE_PARENT = f"""
-WITH woken AS (
-    UPDATE durable_run SET status = 'pending', waiting_for = NULL, available_at = NULL, updated_at = now()
-    WHERE run_id = %(parent_run_id)s AND status = 'waiting' AND waiting_for = ANY(%(waits)s::text[])
-    RETURNING queue
+WITH decided AS (
+    SELECT p.run_id, p.waiting_for = ANY(%(waits)s::text[]) AS awaited_child,
+           CASE WHEN p.waiting_for IN {_CHILDREN_WAITS} THEN (
+               SELECT count(*)::int FROM durable_run c
+               WHERE c.run_id = ANY(%(children)s::text[]) AND c.awaited_token = p.attempts)
+           ELSE 0 END AS counted
+    FROM durable_run p WHERE p.run_id = %(parent_run_id)s AND p.status = 'waiting'
+), changed AS (
+    UPDATE durable_run p SET
+        awaiting_children = CASE WHEN d.awaited_child THEN p.awaiting_children
+                                 ELSE p.awaiting_children - d.counted END,
+        status = CASE WHEN d.awaited_child OR p.awaiting_children - d.counted <= 0 THEN 'pending'
+                      ELSE p.status END,
+        waiting_for = CASE WHEN d.awaited_child OR p.awaiting_children - d.counted <= 0 THEN NULL
+                           ELSE p.waiting_for END,
+        available_at = CASE WHEN d.awaited_child OR p.awaiting_children - d.counted <= 0 THEN NULL
+                            ELSE p.available_at END,
+        updated_at = CASE WHEN d.awaited_child OR p.awaiting_children - d.counted <= 0 THEN now()
+                          ELSE p.updated_at END
+    FROM decided d
+    WHERE p.run_id = d.run_id AND (d.awaited_child OR d.counted > 0)
+    RETURNING p.status, p.queue
 )
-SELECT pg_notify('{WAKE_CHANNEL}', queue) FROM woken
+SELECT pg_notify('{WAKE_CHANNEL}', queue) FROM changed WHERE status = 'pending'
 """
+
+# Whether a waiting run ``w``'s children wait is over: none of the children it awaits is live (all), or
+# one of them has finished (any).
+CHILDREN_WAIT_OVER = f"""(
+    (w.waiting_for = '{_ALL_CHILDREN}' AND NOT EXISTS (
+        SELECT 1 FROM durable_run c
+        WHERE c.parent_run_id = w.run_id AND c.awaited_token = w.attempts AND c.status IN {_LIVE}))
+    OR (w.waiting_for <> '{_ALL_CHILDREN}' AND EXISTS (
+        SELECT 1 FROM durable_run c
+        WHERE c.parent_run_id = w.run_id AND c.awaited_token = w.attempts AND c.status IN {_TERMINAL})))"""
+
+# Count again, from their children, the children waits of some runs (locked by this transaction) whose
+# awaited children a cascade ended without counting them; wake those whose wait is over.
+RECOUNT_CHILDREN_WAITS = f"""
+WITH changed AS (
+    UPDATE durable_run w SET
+        status = CASE WHEN {CHILDREN_WAIT_OVER} THEN 'pending' ELSE w.status END,
+        waiting_for = CASE WHEN {CHILDREN_WAIT_OVER} THEN NULL ELSE w.waiting_for END,
+        available_at = CASE WHEN {CHILDREN_WAIT_OVER} THEN NULL ELSE w.available_at END,
+        awaiting_children = CASE
+            WHEN {CHILDREN_WAIT_OVER} THEN NULL
+            WHEN w.waiting_for = '{_ALL_CHILDREN}' THEN (
+                SELECT count(*)::int FROM durable_run c
+                WHERE c.parent_run_id = w.run_id AND c.awaited_token = w.attempts AND c.status IN {_LIVE})
+            ELSE 1 END,
+        updated_at = now()
+    WHERE w.run_id = ANY(%(run_ids)s::text[]) AND w.status = 'waiting' AND w.waiting_for IN {_CHILDREN_WAITS}
+    RETURNING w.status, w.queue
+)
+SELECT pg_notify('{WAKE_CHANNEL}', queue) FROM changed WHERE status = 'pending'
+"""
+
+# Lock some runs of one depth (children of one parent, the parent locked first), by run id.
+LOCK_RUNS = "SELECT 1 FROM durable_run WHERE run_id = ANY(%(run_ids)s::text[]) ORDER BY run_id FOR UPDATE"
 
 # Lock the live descendants of some runs, top down: by depth, then run id.
 LOCK_LIVE_DESCENDANTS = f"""
@@ -213,18 +308,21 @@ WITH targets AS (
         waiting_for = CASE WHEN t.ends OR (t.pivoted AND d.status = 'waiting'
                                            AND d.waiting_for IN (SELECT wait FROM ended))
                            THEN NULL ELSE d.waiting_for END,
-        available_at = CASE WHEN t.ends THEN NULL ELSE d.available_at END,
+        available_at = CASE WHEN t.ends OR (t.pivoted AND d.status = 'waiting'
+                                            AND d.waiting_for IN (SELECT wait FROM ended))
+                            THEN NULL ELSE d.available_at END,
         leased_until = CASE WHEN t.ends THEN NULL ELSE d.leased_until END,
         held_by = CASE WHEN t.ends THEN NULL ELSE d.held_by END,
         updated_at = CASE WHEN t.pivoted THEN d.updated_at ELSE now() END
     FROM targets t
     WHERE d.run_id = t.run_id
     RETURNING d.run_id, d.status, d.queue, t.ends, t.before, d.concurrency_key, d.concurrency_while_waiting,
-              d.started_at IS NOT NULL AS started
+              d.started_at IS NOT NULL AS started, d.waiting_for
 )
 SELECT concurrency_key, concurrency_while_waiting, started, queue, before, status,
        CASE WHEN ends THEN pg_notify('{DONE_CHANNEL}', run_id)
-            WHEN status = 'pending' THEN pg_notify('{WAKE_CHANNEL}', queue) END
+            WHEN status = 'pending' THEN pg_notify('{WAKE_CHANNEL}', queue) END,
+       run_id, status = 'waiting' AND waiting_for IN {_CHILDREN_WAITS}
 FROM cascaded
 """
 
@@ -299,9 +397,14 @@ def fail(
     return _status(in_transaction(_land, parent_run_id, FAIL, params))
 
 
-def cancel_held(run_id: str, token: int, parent_run_id: str | None) -> str | None:
-    """Land a held run cancelled; returns 'cancelled', or None if the fence (or a pivot) refused it."""
-    return _status(in_transaction(_land, parent_run_id, CANCEL_HELD, {"run_id": run_id, "token": token}))
+def cancel_held(run_id: str, token: int, parent_run_id: str | None, *, requested_only: bool = False) -> str | None:
+    """Land a held run cancelled; returns 'cancelled', or None if the fence (or a pivot) refused it.
+
+    Args:
+        requested_only: only if a cancel is requested now (one a cascade just asked for).
+    """
+    params = {"run_id": run_id, "token": token, "requested_only": requested_only}
+    return _status(in_transaction(_land, parent_run_id, CANCEL_HELD, params))
 
 
 def _concurrency_queues() -> list[str]:
@@ -346,20 +449,28 @@ def _land(
 
 def _wake_parent(cur: CursorWrapper, parent_run_id: str, children: list[str]) -> None:
     cur.execute(
-        WAKE_PARENT, {"parent_run_id": parent_run_id, "waits": [str(WaitingFor.child(child)) for child in children]}
+        WAKE_PARENT,
+        {
+            "parent_run_id": parent_run_id,
+            "waits": [str(WaitingFor.child(child)) for child in children],
+            "children": children,
+        },
     )
 
 
-def _cascade(cur: CursorWrapper, roots: list[str]) -> list[flow.SlotChange]:
-    """Apply the cancel rule to every live descendant of ``roots``, locked top down first.
+def _cascade(cur: CursorWrapper, roots: list[str], *, include_roots: bool = False) -> list[flow.SlotChange]:
+    """Apply the cancel rule to every live descendant of ``roots`` (and to the roots themselves with
+    ``include_roots``, the caller having locked them), locked top down first.
 
     The tree is read again after each locking pass: a descendant that spawned a
     child while we waited for its lock brings that child in on the next pass.
+    A pivoted descendant that waits for children the cascade ended has its wait
+    counted again, and is woken if it is over.
 
     Returns:
         The descendants' status changes, for the limit slots they gave up.
     """
-    locked: set[str] = set()
+    locked: set[str] = set(roots) if include_roots else set()
     while True:
         cur.execute(LOCK_LIVE_DESCENDANTS, {"roots": roots})
         found = {row[0] for row in cur.fetchall()}
@@ -369,7 +480,70 @@ def _cascade(cur: CursorWrapper, roots: list[str]) -> list[flow.SlotChange]:
     if not locked:
         return []
     cur.execute(CASCADE, {"run_ids": sorted(locked)})
-    return [flow.SlotChange(*row[:6]) for row in cur.fetchall()]
+    rows = cur.fetchall()
+    waiting_for_children = [row[7] for row in rows if row[8]]
+    if waiting_for_children:
+        cur.execute(RECOUNT_CHILDREN_WAITS, {"run_ids": waiting_for_children})
+    return [flow.SlotChange(*row[:6]) for row in rows]
+
+
+def cancel_children(parent_run_id: str, child_ids: list[str]) -> None:
+    """Cancel some children of a run this transaction has locked, and their descendants, by the rule of cancel().
+
+    Pending and waiting ones end cancelled at once; running ones are asked to
+    stop; those past a pivot carry on. (A wait_for_all's timeout.)
+    """
+    if not child_ids:
+        return
+    with cursor() as cur:
+        cur.execute(LOCK_RUNS, {"run_ids": sorted(set(child_ids))})
+        flow.release_slots(cur, _cascade(cur, sorted(set(child_ids)), include_roots=True))
+
+
+@dataclass(frozen=True, slots=True)
+class PastDeadline:
+    """A live run whose deadline has passed."""
+
+    run_id: str
+    parent_run_id: str | None
+    deadline: datetime
+
+
+def past_deadline(limit: int) -> list[PastDeadline]:
+    """Up to ``limit`` live runs whose deadline has passed, soonest first (see PAST_DEADLINE)."""
+    with cursor() as cur:
+        cur.execute(PAST_DEADLINE, {"limit": limit})
+        return [PastDeadline(*row) for row in cur.fetchall()]
+
+
+def seconds_until_next_deadline() -> float | None:
+    """Seconds until the soonest deadline of a live run that has not passed yet; None if there is none."""
+    with cursor() as cur:
+        cur.execute(NEXT_DEADLINE)
+        seconds: float | None = cur.fetchone()[0]
+        return seconds
+
+
+def expire(run: PastDeadline, *, error: str, error_type: str) -> str | None:
+    """Fail a run whose deadline has passed, whatever it is doing, and cancel its unfinished descendants.
+
+    Returns:
+        'failed', or None if it is no longer live (or is asked to stop while running) by the time it is locked.
+    """
+
+    def work() -> str | None:
+        with cursor() as cur:
+            if run.parent_run_id is not None:
+                cur.execute(LOCK_RUN, [run.parent_run_id])
+            cur.execute(LOCK_RUN, [run.run_id])
+            cur.execute(SELECT_STATUS, [run.run_id])
+            row = cur.fetchone()
+        if row is None:
+            return None
+        params = {"run_id": run.run_id, "error": error, "error_type": error_type}
+        return _status(_land(run.parent_run_id, EXPIRE, params, before=row[0]))
+
+    return in_transaction(work)
 
 
 def cancel(run_id: str, tenant_id: str | None) -> CancelOutcome | None:

@@ -108,18 +108,19 @@ class Overview:
         return max(self.as_of - self.oldest_pending_created_at, timedelta(0))
 
 
-def overview(*, cap: int = OVERVIEW_CAP) -> Overview:
+def overview(*, cap: int = OVERVIEW_CAP, using: str | None = None) -> Overview:
     """Counts by status for the last hour and day, the oldest pending run and throughput.
 
     Args:
         cap: the most runs read per window; larger windows report ``capped``.
+        using: the alias to read from (a replica); the durable alias by default.
 
     Returns:
         An :class:`Overview`.
     """
     hour: dict[str, int] = {}
     day: dict[str, int] = {}
-    with cursor() as cur:
+    with cursor(using) as cur:
         cur.execute(WINDOW_COUNTS, {"cap": cap})
         rows = cur.fetchall()
         # Every row repeats the window's totals: how many runs were read, and whether the hour filled the cap.
@@ -154,15 +155,16 @@ def overview(*, cap: int = OVERVIEW_CAP) -> Overview:
     )
 
 
-def known_tenants(*, limit: int = 1000) -> list[str]:
+def known_tenants(*, limit: int = 1000, using: str | None = None) -> list[str]:
     """Tenant ids that own at least one run, in id order, at most ``limit`` of them.
 
     Args:
         limit: how many tenants to return; each costs one index probe.
+        using: the alias to read from (a replica); the durable alias by default.
 
     Returns:
         Tenant ids as canonical UUID text.
     """
-    with cursor() as cur:
+    with cursor(using) as cur:
         cur.execute(KNOWN_TENANTS, {"limit": limit})
         return [tenant for (tenant,) in cur.fetchall()]

@@ -24,7 +24,8 @@ database restart reaches the new server).
 Engine connections are plain connections kept for the life of the worker: the
 alias's ``OPTIONS["pool"]`` (Django's connection pool, for the handlers' own
 connections) is not used for them, and ``application_name`` names them
-``durable_worker <worker id>`` in ``pg_stat_activity``.
+``durable_worker <worker id>`` in ``pg_stat_activity``, unless the alias's
+``OPTIONS`` name its connections already (a deployment's own name wins).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class EnginePool:
     Args:
         alias: the database alias the durable tables live on.
         size: the most connections the pool holds at once (>= 1).
-        application_name: what ``pg_stat_activity`` shows for them.
+        application_name: what ``pg_stat_activity`` shows for them, unless the alias's OPTIONS name them.
     """
 
     def __init__(self, alias: str, size: int, application_name: str) -> None:
@@ -55,10 +56,10 @@ class EnginePool:
             raise ValueError(f"an engine pool needs at least one connection, not {size}")
         self.alias = alias
         self.size = size
-        self.application_name = application_name
         settings = connections[alias].settings_dict
         options = {key: value for key, value in settings["OPTIONS"].items() if key != "pool"}
-        options["application_name"] = application_name
+        options.setdefault("application_name", application_name)
+        self.application_name: str = options["application_name"]
         self._settings = {**settings, "OPTIONS": options}
         self._backend = type(connections[alias])
         self._lock = threading.Lock()

@@ -4,6 +4,11 @@ A batch first locks the members of candidate trees (skipping rows another
 transaction holds: that tree waits for a later purge), then deletes in a
 second statement, whose snapshot sees everything committed before the locks
 were taken: a signal emitted while we waited for its run's lock goes with the run.
+
+Workers' periodic purges take turns with a transaction-level advisory lock that
+each batch takes first: it ends with the batch's transaction, so no session
+state is left behind (a session lock taken through a transaction pooler stays
+with whichever server session ran it, and the unlock may reach another).
 """
 
 from __future__ import annotations
@@ -74,6 +79,9 @@ deleted AS (DELETE FROM durable_run WHERE run_id = ANY(%(run_ids)s::text[]) RETU
 SELECT count(*) FROM deleted
 """
 
+# The periodic purge's turn, held until the batch's transaction ends; another worker holding it skips its purge.
+TRY_TURN = "SELECT pg_try_advisory_xact_lock(hashtext('durable_django.purge'))"
+
 _EPOCH = datetime.fromisoformat("1970-01-01T00:00:00+00:00")
 
 
@@ -81,16 +89,34 @@ def purge_batch(
     cutoff: datetime, limit: int, after: tuple[datetime, str] | None
 ) -> tuple[int, tuple[datetime, str] | None]:
     """Delete one batch of whole finished trees; returns (runs deleted, keyset position or None)."""
-    after_at, after_id = after or (_EPOCH, "")
+    return in_transaction(_delete_batch, cutoff, limit, after)
 
-    def work() -> tuple[int, tuple[datetime, str] | None]:
+
+def purge_batch_in_turn(
+    cutoff: datetime, limit: int, after: tuple[datetime, str] | None
+) -> tuple[int, tuple[datetime, str] | None] | None:
+    """The worker's periodic purge batch: as ``purge_batch``, or None (nothing deleted) while another
+    worker's batch holds the turn."""
+
+    def work() -> tuple[int, tuple[datetime, str] | None] | None:
         with cursor() as cur:
-            cur.execute(LOCK_BATCH, {"cutoff": cutoff, "limit": limit, "after_at": after_at, "after_id": after_id})
-            doomed, last_at, last_id = cur.fetchone()
-            deleted: int = 0
-            if doomed:
-                cur.execute(DELETE_RUNS, {"run_ids": doomed})
-                deleted = cur.fetchone()[0]
-        return deleted, (None if last_at is None else (last_at, last_id))
+            cur.execute(TRY_TURN)
+            if not cur.fetchone()[0]:
+                return None
+        return _delete_batch(cutoff, limit, after)
 
     return in_transaction(work)
+
+
+def _delete_batch(
+    cutoff: datetime, limit: int, after: tuple[datetime, str] | None
+) -> tuple[int, tuple[datetime, str] | None]:
+    after_at, after_id = after or (_EPOCH, "")
+    with cursor() as cur:
+        cur.execute(LOCK_BATCH, {"cutoff": cutoff, "limit": limit, "after_at": after_at, "after_id": after_id})
+        doomed, last_at, last_id = cur.fetchone()
+        deleted: int = 0
+        if doomed:
+            cur.execute(DELETE_RUNS, {"run_ids": doomed})
+            deleted = cur.fetchone()[0]
+    return deleted, (None if last_at is None else (last_at, last_id))

@@ -14,22 +14,28 @@ from dataclasses import dataclass
 from ..journal_ids import WaitingFor
 from . import flow
 from .db import WAKE_CHANNEL, cursor
-from .landing import LOCK_RUN
+from .landing import CHILDREN_WAIT_OVER, LOCK_RUN
 
 _TERMINAL = "('succeeded', 'failed', 'cancelled')"
 _LIVE = "('pending', 'running', 'waiting')"
 _CHILD_ID = f"substr(w.waiting_for, {len(WaitingFor.CHILD_PREFIX) + 1})"
+_CHILDREN_WAIT = "w.waiting_for IN (" + ", ".join(f"'{wait}'" for wait in WaitingFor.children_waits()) + ")"
 
 # One worker reconciles at a time; a transaction-level lock, so it also holds behind a transaction pooler.
 TRY_LOCK = "SELECT pg_try_advisory_xact_lock(hashtext('durable_django.reconcile'))"
 
-# A waiting run with what could wake it: a deadline, its awaited child's end, a stored signal.
+# A waiting run with what could wake it: a deadline, its awaited child's end, a stored signal, the end of
+# its children wait (the last awaited child landed, or the first) and whether an awaited child still lives.
 _WAITING_FACTS = f"""
 SELECT w.run_id, w.waiting_for, w.available_at IS NOT NULL,
        (SELECT c.status IN {_TERMINAL} FROM durable_run c
         WHERE c.run_id = {_CHILD_ID} AND c.parent_run_id = w.run_id),
        EXISTS (SELECT 1 FROM durable_signal s
-               WHERE s.run_id = w.run_id AND w.waiting_for = 'signal:' || s.signal || ':' || s.occurrence)
+               WHERE s.run_id = w.run_id AND w.waiting_for = 'signal:' || s.signal || ':' || s.occurrence),
+       CASE WHEN {_CHILDREN_WAIT} THEN {CHILDREN_WAIT_OVER} END,
+       CASE WHEN {_CHILDREN_WAIT} THEN EXISTS (
+           SELECT 1 FROM durable_run c
+           WHERE c.parent_run_id = w.run_id AND c.awaited_token = w.attempts AND c.status IN {_LIVE}) END
 FROM durable_run w
 """
 
@@ -75,7 +81,8 @@ LIMIT %(limit)s
 # Wake a waiting run (locked by this transaction) that nothing else can wake.
 WAKE = f"""
 WITH woken AS (
-    UPDATE durable_run SET status = 'pending', waiting_for = NULL, available_at = NULL, updated_at = now()
+    UPDATE durable_run SET status = 'pending', waiting_for = NULL, available_at = NULL, awaiting_children = NULL,
+        updated_at = now()
     WHERE run_id = %(run_id)s AND status = 'waiting' AND waiting_for IS NOT DISTINCT FROM %(waiting_for)s
     RETURNING queue
 )
@@ -113,6 +120,50 @@ DELETE FROM durable_rate_start WHERE id IN (
     SELECT id FROM durable_rate_start WHERE expires_at < now() ORDER BY expires_at LIMIT %(limit)s)
 """
 
+# -- the health check's question: is any run stranded? Each statement reads only the live runs of its kind
+# -- through their partial indexes (never the finished ones that make up most of a table) and stops at the
+# -- first few it finds, which the engine confirms like a pass would.
+
+# Waiting runs nothing can wake: their child finished, their signal is stored, their children wait is over
+# (or has no live child to wait for and no deadline), or they wait for nothing known (a sleep without a
+# deadline, a kind nobody writes).
+STRANDED_WAITS = (
+    _WAITING_FACTS
+    + f"""
+WHERE w.status = 'waiting' AND (
+    EXISTS (SELECT 1 FROM durable_run c
+            WHERE c.run_id = {_CHILD_ID} AND c.parent_run_id = w.run_id AND c.status IN {_TERMINAL})
+    OR EXISTS (SELECT 1 FROM durable_signal s
+               WHERE s.run_id = w.run_id AND w.waiting_for = 'signal:' || s.signal || ':' || s.occurrence)
+    OR ({_CHILDREN_WAIT} AND ({CHILDREN_WAIT_OVER} OR (w.available_at IS NULL AND NOT EXISTS (
+        SELECT 1 FROM durable_run c
+        WHERE c.parent_run_id = w.run_id AND c.awaited_token = w.attempts AND c.status IN {_LIVE}))))
+    OR w.waiting_for IS NULL
+    OR NOT (w.waiting_for = 'sleep' OR w.waiting_for LIKE 'signal:%%' OR w.waiting_for LIKE 'child:%%'
+            OR {_CHILDREN_WAIT})
+    OR (w.available_at IS NULL AND (w.waiting_for = 'sleep' OR (w.waiting_for LIKE 'child:%%' AND NOT EXISTS (
+        SELECT 1 FROM durable_run c WHERE c.run_id = {_CHILD_ID} AND c.parent_run_id = w.run_id))))
+)
+LIMIT %(limit)s
+"""
+)
+
+# Live children (not past a pivot, not already asked to stop) of parents that have finished.
+STRANDED_CHILDREN = f"""
+SELECT c.run_id, c.parent_run_id FROM durable_run c JOIN durable_run p ON p.run_id = c.parent_run_id
+WHERE c.parent_run_id IS NOT NULL AND c.status IN {_LIVE} AND c.pivoted_at IS NULL
+  AND NOT (c.status = 'running' AND c.cancel_requested_at IS NOT NULL) AND p.status IN {_TERMINAL}
+LIMIT %(limit)s
+"""
+
+# Runs still running long after their lease expired (a live worker would have reclaimed them).
+LONG_EXPIRED = """
+SELECT run_id FROM durable_run
+WHERE status = 'running' AND leased_until < now() - make_interval(secs => %(grace)s::float8)
+ORDER BY leased_until
+LIMIT %(limit)s
+"""
+
 
 @dataclass(frozen=True, slots=True)
 class WaitingRun:
@@ -125,6 +176,10 @@ class WaitingRun:
     child_finished: bool | None
     # The signal it waits for is stored.
     signal_stored: bool
+    # Its children wait is over (None: it waits for no children).
+    children_over: bool | None = None
+    # A child it awaits is still live (None: it waits for no children).
+    children_live: bool | None = None
 
 
 def try_lock() -> bool:
@@ -218,3 +273,25 @@ def status_of(run_id: str) -> str | None:
         cur.execute(SELECT_STATUS, [run_id])
         row = cur.fetchone()
     return row[0] if row else None
+
+
+def stranded_waits(limit: int) -> list[WaitingRun]:
+    """Waiting runs that nothing seems able to wake (at most ``limit``), to be confirmed by the engine."""
+    with cursor() as cur:
+        cur.execute(STRANDED_WAITS, {"limit": limit})
+        return [WaitingRun(*row) for row in cur.fetchall()]
+
+
+def stranded_children(limit: int) -> list[tuple[str, str]]:
+    """(run_id, parent_run_id) of live children of finished parents, at most ``limit``."""
+    with cursor() as cur:
+        cur.execute(STRANDED_CHILDREN, {"limit": limit})
+        rows: list[tuple[str, str]] = cur.fetchall()
+        return rows
+
+
+def long_expired(grace_seconds: float, limit: int) -> list[str]:
+    """Runs still running ``grace_seconds`` after their lease expired, at most ``limit``."""
+    with cursor() as cur:
+        cur.execute(LONG_EXPIRED, {"grace": grace_seconds, "limit": limit})
+        return [run_id for (run_id,) in cur.fetchall()]

@@ -125,10 +125,6 @@ WHERE enabled {_BOUNDS}
 
 SELECT_NOW = "SELECT now()"
 
-# Periodic purges take turns across workers: one session at a time holds this lock.
-TRY_PURGE_LOCK = "SELECT pg_try_advisory_lock(hashtext('durable_django.purge'))"
-PURGE_UNLOCK = "SELECT pg_advisory_unlock(hashtext('durable_django.purge'))"
-
 
 @dataclass(frozen=True, slots=True)
 class Fired:
@@ -273,16 +269,3 @@ def seconds_until_next_due(*, names: list[str], tenant_id: str | None) -> float 
         cur.execute(NEXT_DUE, {"names": list(names), "tenant_id": tenant_id})
         due: float | None = cur.fetchone()[0]
         return due
-
-
-def try_purge_lock() -> bool:
-    """Take the periodic-purge lock on this thread's session, if no other session holds it."""
-    with cursor() as cur:
-        cur.execute(TRY_PURGE_LOCK)
-        locked: bool = cur.fetchone()[0]
-        return locked
-
-
-def release_purge_lock() -> None:
-    with cursor() as cur:
-        cur.execute(PURGE_UNLOCK)

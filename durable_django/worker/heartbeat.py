@@ -17,7 +17,7 @@ from collections.abc import Callable
 from django.db import DatabaseError, connections
 
 from ..conf import durable_settings
-from ..engine import lifecycle
+from ..engine import lifecycle, telemetry
 from ..engine.attempt import Attempt
 from .slots import SlotPool
 
@@ -31,13 +31,22 @@ class Heartbeat(threading.Thread):
         pool: the worker's held attempts.
         halt: set when the worker shuts down.
         on_database: told whether the database answered (True) or could not be reached (False).
+        on_beat: called after every beat's renewal (the worker records that it is alive).
     """
 
-    def __init__(self, pool: SlotPool, halt: threading.Event, on_database: Callable[[bool], None]):
+    def __init__(
+        self,
+        pool: SlotPool,
+        halt: threading.Event,
+        on_database: Callable[[bool], None],
+        *,
+        on_beat: Callable[[], None] | None = None,
+    ):
         super().__init__(name="durable-heartbeat", daemon=True)
         self.pool = pool
         self.halt = halt
         self.on_database = on_database
+        self.on_beat = on_beat
         self._last_renewal = time.monotonic()
 
     def run(self) -> None:
@@ -51,7 +60,17 @@ class Heartbeat(threading.Thread):
             connections.close_all()
 
     def beat(self) -> None:
-        """Renew once, and act on what the renewal says of each held run."""
+        """Renew once, act on what the renewal says of each held run, then tell the worker it beat."""
+        try:
+            self._renew()
+        finally:
+            if self.on_beat is not None:
+                try:
+                    self.on_beat()
+                except DatabaseError:
+                    lifecycle.reset_connection()  # the renewal tells whether the database answers
+
+    def _renew(self) -> None:
         attempts = self.pool.held()
         if not attempts:
             self._last_renewal = time.monotonic()
@@ -77,7 +96,9 @@ class Heartbeat(threading.Thread):
                 self._cancel(attempt)
         for attempt in gone:
             if attempt.started:
-                logger.warning("run %s: lease lost; stopping its attempt", attempt.run.run_id)
+                logger.warning(
+                    "run %s: lease lost; stopping its attempt", attempt.run.run_id, extra=telemetry.log_fields(attempt)
+                )
             attempt.stop(lost=True)
         # Prefetched runs that are no longer ours (cancelled while they waited) are simply dropped.
         self.pool.forget([attempt for attempt in gone if not attempt.started])
@@ -89,5 +110,9 @@ class Heartbeat(threading.Thread):
             lifecycle.reset_connection()
             return
         if landed:
-            logger.info("run %s cancelled at heartbeat; stopping its attempt", attempt.run.run_id)
+            logger.info(
+                "run %s cancelled at heartbeat; stopping its attempt",
+                attempt.run.run_id,
+                extra=telemetry.log_fields(attempt, "cancelled"),
+            )
             attempt.stop(cancelled=True, lost=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..engine import execute as executor
-from ..engine import lifecycle
+from ..engine import lifecycle, time_limits
 
 
 def drain(
@@ -14,6 +14,8 @@ def drain(
     max_runs: int = 10_000,
 ) -> int:
     bounds = lifecycle.claim_bounds(functions=functions, queues=queues, tenant_id=tenant_id)
+    while time_limits.expire_past_deadlines() == time_limits.SWEEP_BATCH:
+        pass
     executed = 0
     while executed < max_runs:
         claimed = lifecycle.claim(limit=1, start_now=1, worker_id="inline", bounds=bounds)

@@ -3,21 +3,34 @@
 One thread claims in batches to fill idle slots (and, while attempts are
 short, a batch ahead of them) and sleeps on an event that a NOTIFY, a
 finished attempt or the poll timeout sets. Slot threads execute attempts. The
-heartbeat thread renews leases, the listener thread hears NOTIFY, the
-scheduler thread fires cron schedules. The engine's reads and writes, from
-every thread, share a few connections (``DURABLE["ENGINE_CONNECTIONS"]``, see
-``engine/lifecycle.py``); the listener keeps a session of its own, and a
-handler's own queries use its slot thread's connection. A broken connection
-is replaced; no thread may die of an error.
+heartbeat thread renews leases, the listener thread hears NOTIFY (behind a
+transaction pooler only through ``LISTEN_DATABASE``; without one the poll
+wakes the loop), the scheduler thread fires cron schedules. The engine's reads
+and writes, from every thread, share a few connections
+(``DURABLE["ENGINE_CONNECTIONS"]``, see ``engine/lifecycle.py``); the listener
+keeps a session of its own, and a handler's own queries use its slot thread's
+connection. A broken connection is replaced; no thread may die of an error.
 
 When the database cannot be reached the worker stops starting attempts and
 drops the claimed runs it had not started (their leases expire; reclaiming
 them counts no recovery), while attempts already running keep what their
 steps returned and write it once the database answers again.
+
+Time limits are the claim loop's too. It fails the live runs whose deadline
+has passed (any run: whatever this worker's bounds, it is a worker that sees
+them) at least every ``deadline_sweep_seconds()`` and at the soonest deadline
+it knows. It ends an attempt that overstays its function's timeout or its
+run's deadline: the handler is stopped (an async one cancelled), the attempt
+landed (failed, retried per the policy for a timeout), and a sync handler
+that does not come back has its thread abandoned and its slot given to a new
+thread. More than ``--max-abandoned`` threads still stuck: the worker stops
+claiming, lets its other attempts finish within the grace period, releases
+the rest and exits with status 3, for its supervisor to start a fresh one.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import queue
@@ -26,14 +39,16 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from django.db import DatabaseError, close_old_connections
+from django.db import DatabaseError, close_old_connections, connections
 
 from .. import faults
 from ..conf import durable_settings
 from ..engine import execute as executor
-from ..engine import lifecycle
+from ..engine import lifecycle, telemetry, time_limits
 from ..engine.attempt import Attempt
 from ..engine.execute import Outcome
 from ..engine.reconciler import Repair
@@ -44,7 +59,21 @@ from .reconciler import ReconcilerThread
 from .scheduler import SchedulerThread
 from .slots import PREFETCH_HOLD_SECONDS, SlotPool
 
+if TYPE_CHECKING:
+    from .metrics import WorkerMetrics
+
 logger = logging.getLogger("durable_django.worker")
+
+# The exit status of a worker that abandoned more stuck threads than --max-abandoned allows.
+EXIT_ABANDONED = 3
+# An abandoned thread counts as stuck once it has not come back this long after its attempt was stopped
+# (a handler interrupted in Python code, or an async one cancelled, comes back within milliseconds).
+ABANDON_SETTLE_SECONDS = 1.0
+
+
+def deadline_sweep_seconds() -> float:
+    """How often, at most, a worker looks for runs past their deadline that it did not know of."""
+    return min(durable_settings.POLL_SECONDS, 5.0) / 2
 
 
 @dataclass
@@ -56,6 +85,8 @@ class WorkerOptions:
     burst: bool = False
     grace: float = 30.0
     scheduler: bool = True
+    # More threads than this still stuck past their time limit: release everything and exit (status 3).
+    max_abandoned: int = 4
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}")
 
     def claim_bounds(self) -> lifecycle.ClaimBounds:
@@ -68,6 +99,8 @@ class Stats:
     outcomes: dict[str, int] = field(default_factory=dict)
     # Runs the reconciler found in a state that must not exist, and repaired.
     repaired: int = 0
+    # Runs this worker failed because their deadline had passed while nobody held them.
+    expired: int = 0
     started: float = field(default_factory=time.monotonic)
 
     def count(self, outcome: Outcome) -> None:
@@ -75,10 +108,26 @@ class Stats:
 
 
 class Worker:
-    def __init__(self, options: WorkerOptions) -> None:
+    """A worker process's claim loop and threads.
+
+    Args:
+        options: what it runs, and how.
+        metrics: its Prometheus metrics (``--metrics-port``), fed while it runs and closed when it stops.
+    """
+
+    def __init__(self, options: WorkerOptions, *, metrics: WorkerMetrics | None = None) -> None:
         self.options = options
         self.stats = Stats()
         self.pool = SlotPool(options.concurrency)
+        self.metrics = metrics
+        # What it records about itself in durable_worker, at start and with every heartbeat.
+        self.identity = lifecycle.worker_identity(
+            worker_id=options.worker_id,
+            functions=options.functions,
+            queues=options.queues,
+            tenant_id=options.tenant_id,
+            concurrency=options.concurrency,
+        )
         self._bounds = options.claim_bounds()
         self._stopping = threading.Event()  # stop claiming
         self._halt = threading.Event()  # stop the helper threads
@@ -87,6 +136,12 @@ class Worker:
         self._finished: queue.Queue[tuple[Attempt, str]] = queue.Queue()
         self._threads: list[threading.Thread] = []
         self._database_reachable = True
+        # Slot threads that replace abandoned ones get indexes of their own.
+        self._slot_indexes = itertools.count(options.concurrency)
+        # When to look for runs past their deadline next (monotonic).
+        self._next_sweep = 0.0
+        # The process's exit status once run() returns: EXIT_ABANDONED after too many stuck threads.
+        self.exit_code = 0
 
     # -- control --------------------------------------------------------------
 
@@ -136,24 +191,49 @@ class Worker:
             ",".join(opts.queues or ["*"]),
             opts.tenant_id or "*",
         )
+        if self.metrics is not None:
+            self.metrics.track(self.pool)
+            telemetry.observe(self.metrics)
         with lifecycle.engine_connections(opts.worker_id):
+            self._record_presence(lifecycle.worker_started, "record itself")
             self._start_threads()
             try:
                 self._claim_loop()
             finally:
                 self._shutdown()
 
+    def _record_presence(self, write: Callable[[lifecycle.WorkerIdentity], None], what: str) -> None:
+        """Write this worker's row; a database that cannot take it now only delays the workers page."""
+        try:
+            write(self.identity)
+        except DatabaseError as exc:
+            lifecycle.reset_connection()
+            logger.warning("worker %s could not %s in durable_worker (%s)", self.options.worker_id, what, exc)
+
     def _start_threads(self) -> None:
         for index in range(self.options.concurrency):
-            self._start(
-                threading.Thread(target=self._slot_loop, args=(index,), name=f"durable-slot-{index}", daemon=True)
+            self._start_slot(index)
+        self._start(
+            Heartbeat(self.pool, self._halt, self._on_database, on_beat=lambda: lifecycle.worker_seen(self.identity))
+        )
+        if durable_settings.listen_database is None:
+            logger.warning(
+                "worker %s: DURABLE['DATABASE'] %r goes through a transaction pooler (DISABLE_SERVER_SIDE_CURSORS) "
+                "and no DURABLE['LISTEN_DATABASE'] bypasses it, so there is no LISTEN: polling every %ss instead "
+                "(set LISTEN_DATABASE to an alias that reaches PostgreSQL directly to wake within milliseconds)",
+                self.options.worker_id,
+                durable_settings.DATABASE,
+                durable_settings.POLL_SECONDS,
             )
-        self._start(Heartbeat(self.pool, self._halt, self._on_database))
-        self._start(Listener([lifecycle.WAKE_CHANNEL], self._on_notify, self._halt, on_reconnect=self._wake.set))
+        else:
+            self._start(Listener([lifecycle.WAKE_CHANNEL], self._on_notify, self._halt, on_reconnect=self._wake.set))
         if not self.options.burst:
             self._start(ReconcilerThread(self._halt, self._count_repairs))
         if self.options.scheduler and not self.options.burst:
             self._start(SchedulerThread(self.options, self._halt))
+
+    def _start_slot(self, index: int) -> None:
+        self._start(threading.Thread(target=self._slot_loop, args=(index,), name=f"durable-slot-{index}", daemon=True))
 
     def _start(self, thread: threading.Thread) -> None:
         thread.start()
@@ -161,6 +241,8 @@ class Worker:
 
     def _count_repairs(self, repairs: list[Repair]) -> None:
         self.stats.repaired += len(repairs)
+        if self.metrics is not None and repairs:
+            self.metrics.repaired(len(repairs))
         if repairs:
             self._wake.set()  # repaired runs may be claimable now
 
@@ -181,6 +263,10 @@ class Worker:
                     backoff = min(backoff * 2, 5.0)
                     continue
                 self._hand_back_stale_prefetch()
+                self._end_overstays()
+                self._check_abandoned()
+                if time.monotonic() >= self._next_sweep:
+                    self._sweep_deadlines()
                 claimed, asked = self._claim()
                 faults.reach("worker.claimed")
                 # Fewer than asked: nothing more is due now; sleep until the next run is.
@@ -203,10 +289,65 @@ class Worker:
                 continue  # maybe more is due: claim again once a slot is free
             if due is not None:
                 timeout = min(timeout, max(due, 0.005))
-            hold = self.pool.seconds_until_hold_expires()
-            if hold is not None:
-                timeout = min(timeout, max(hold, 0.005))
+            for until in (
+                self.pool.seconds_until_hold_expires(),
+                self.pool.seconds_until_overstay(),
+                self.pool.seconds_until_settled(ABANDON_SETTLE_SECONDS),
+                self._next_sweep - time.monotonic(),
+            ):
+                if until is not None:
+                    timeout = min(timeout, max(until, 0.005))
             self._wake.wait(timeout)
+
+    # -- time limits ---------------------------------------------------------------
+
+    def _sweep_deadlines(self) -> None:
+        """Fail the live runs whose deadline has passed; look again at the soonest deadline, or soon."""
+        found = time_limits.expire_past_deadlines()
+        self.stats.expired += found
+        interval = deadline_sweep_seconds()
+        if found >= time_limits.SWEEP_BATCH:
+            interval = 0.0  # there may be more: straight on at the next turn
+        else:
+            until = time_limits.seconds_until_next_deadline()
+            if until is not None:
+                interval = min(interval, until + 0.001)
+        self._next_sweep = time.monotonic() + interval
+
+    def _end_overstays(self) -> None:
+        """End the attempts a time limit has stopped: their slots go to new threads if theirs are stuck."""
+        now = time.monotonic()
+        for slot, attempt in self.pool.overstayed(now):
+            error = time_limits.stop_overstay(attempt, now)
+            if error is None:
+                continue  # its handler returned meanwhile: its own landing stands
+            if self.pool.abandon(slot, attempt):
+                index = next(self._slot_indexes)
+                logger.warning(
+                    "run %s: the thread of slot %d is stuck in attempt %d; slot %d takes its place",
+                    attempt.run.run_id,
+                    slot,
+                    attempt.token,
+                    index,
+                )
+                self._start_slot(index)
+            self.stats.count(time_limits.land_overstay(attempt, error))
+
+    def _check_abandoned(self) -> None:
+        """More stuck threads than --max-abandoned: stop claiming, and exit with EXIT_ABANDONED."""
+        stuck = self.pool.stuck(ABANDON_SETTLE_SECONDS)
+        if stuck <= self.options.max_abandoned or self._stopping.is_set():
+            return
+        logger.error(
+            "worker %s: %d thread(s) are stuck in handlers past their time limit (--max-abandoned %d); "
+            "releasing its runs and exiting with status %d",
+            self.options.worker_id,
+            stuck,
+            self.options.max_abandoned,
+            EXIT_ABANDONED,
+        )
+        self.exit_code = EXIT_ABANDONED
+        self.request_stop()
 
     def _claim(self) -> tuple[list[Attempt], int]:
         """Claim for idle slots and, while attempts are short, a batch ahead; returns (claimed, asked)."""
@@ -227,6 +368,7 @@ class Worker:
                 run.version,
                 attempt.token,
                 " (recovered from a dead worker)" if attempt.recovered else "",
+                extra=telemetry.log_fields(attempt),
             )
         self.stats.claimed += len(claimed)
         self.pool.add(claimed)
@@ -243,24 +385,42 @@ class Worker:
     # -- slots ---------------------------------------------------------------------
 
     def _slot_loop(self, slot: int) -> None:
-        while True:
-            attempt = self.pool.take(slot)
-            if attempt is None:
-                return
-            try:
-                self._run_attempt(slot, attempt)
-            except Exception:  # a bug here must not kill the slot
-                logger.exception("run %s: unexpected error in the worker", attempt.run.run_id)
-                self.pool.done(slot, attempt, ran=False)
-            # An attempt is the worker's request: the handler's own connections (the engine's are
-            # shared apart) are closed or kept as CONN_MAX_AGE says, and go back to OPTIONS["pool"].
-            close_old_connections()
-            self._wake.set()
+        try:
+            while True:
+                attempt = self.pool.take(slot)
+                if attempt is None:
+                    return
+                try:
+                    self._run_attempt(slot, attempt)
+                except Exception:  # a bug here must not kill the slot
+                    logger.exception(
+                        "run %s: unexpected error in the worker",
+                        attempt.run.run_id,
+                        extra=telemetry.log_fields(attempt),
+                    )
+                    self.pool.done(slot, attempt, ran=False)
+                # An attempt is the worker's request: the handler's own connections (the engine's are
+                # shared apart) are closed or kept as CONN_MAX_AGE says, and go back to OPTIONS["pool"].
+                close_old_connections()
+                self._wake.set()
+                if self.pool.is_abandoned(slot):
+                    # Another thread took this slot while the handler overstayed: this one is done.
+                    self.pool.returned(slot)
+                    logger.info(
+                        "run %s: the abandoned thread of slot %d came back and exits",
+                        attempt.run.run_id,
+                        slot,
+                        extra=telemetry.log_fields(attempt),
+                    )
+                    return
+        finally:
+            connections.close_all()  # a worker run inside a longer-lived process leaves no session behind
 
     def _run_attempt(self, slot: int, attempt: Attempt) -> None:
         if not attempt.started and not self._start_prefetched(attempt):
             self.pool.done(slot, attempt, ran=False)
             return
+        attempt.begin()
         try:
             outcome = executor.execute(attempt, land_success=self._land_later)
         except DatabaseError as exc:
@@ -268,6 +428,7 @@ class Worker:
                 "run %s: database error while landing (%s); its lease will expire and it will be recovered",
                 attempt.run.run_id,
                 exc,
+                extra=telemetry.log_fields(attempt),
             )
             lifecycle.reset_connection()
             outcome = Outcome.ERROR
@@ -275,7 +436,8 @@ class Worker:
             # Held until the claim loop lands it with others.
             self.pool.done(slot, attempt, ran=True, keep=True)
             return
-        self.stats.count(outcome)
+        if not attempt.overstayed:  # otherwise the claim loop counted how its time limit ended it
+            self.stats.count(outcome)
         self.pool.done(slot, attempt, ran=True)
 
     def _start_prefetched(self, attempt: Attempt) -> bool:
@@ -327,6 +489,10 @@ class Worker:
         deadline = time.monotonic() + self.options.grace
         while self.pool.held_count and time.monotonic() < deadline:
             self._try_landing()
+            try:
+                self._end_overstays()  # time limits still hold while the worker drains
+            except DatabaseError:
+                lifecycle.reset_connection()
             time.sleep(0.02)
         self._try_landing()
         left = self.pool.held()
@@ -335,6 +501,10 @@ class Worker:
         self._release(left, "run(s) still running after the grace period")
         self._halt.set()
         self.pool.close()
+        self._record_presence(lambda identity: lifecycle.worker_stopped(identity.worker_id), "mark itself stopped")
+        if self.metrics is not None:
+            telemetry.stop_observing(self.metrics)
+            self.metrics.close()
         self._log_summary()
         logger.info("worker %s stopped", self.options.worker_id)
 
@@ -359,7 +529,7 @@ class Worker:
         outcomes = self.stats.outcomes
         logger.info(
             "summary: claimed %d, running %d, succeeded %d, failed %d, retrying %d, suspended %d, "
-            "cancelled %d, repaired %d, %.1f runs/s",
+            "cancelled %d, repaired %d, timed out %d, past deadline %d, stuck threads %d, %.1f runs/s",
             self.stats.claimed,
             self.pool.held_count,
             outcomes.get("succeeded", 0),
@@ -368,5 +538,8 @@ class Worker:
             outcomes.get("suspended", 0),
             outcomes.get("cancelled", 0),
             self.stats.repaired,
+            outcomes.get("timed_out", 0),
+            self.stats.expired,
+            self.pool.stuck(0.0),
             sum(outcomes.values()) / elapsed,
         )

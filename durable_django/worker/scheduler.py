@@ -126,6 +126,7 @@ class SchedulerThread(threading.Thread):
                         schedule.next_fire_at.isoformat(),
                         outcome.run.run_id,
                         schedule.name,
+                        extra={"run_id": outcome.run.run_id, "function": outcome.run.name},
                     )
                 elif outcome.postponed:
                     logger.error(

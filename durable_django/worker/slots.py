@@ -10,6 +10,11 @@ a prefetched run no slot started within ``PREFETCH_HOLD_SECONDS`` is handed back
 
 Every held attempt is keyed by (run id, fence token): a worker that reclaims
 its own expired run holds two attempts of it, and each is told apart.
+
+A slot whose attempt overstays its time limit is abandoned: the attempt is no
+longer held (the worker lands it), the slot counts as free, and a new thread
+takes its place; the old thread exits when its handler returns, if ever. The
+pool counts those threads still stuck.
 """
 
 from __future__ import annotations
@@ -43,6 +48,10 @@ class SlotPool:
         self._busy_since: dict[int, float] = {}
         self._average_duration: float | None = None
         self._closed = False
+        # slot index -> the attempt its thread executes.
+        self._running: dict[int, Attempt] = {}
+        # slot index -> when its thread was abandoned, for threads whose handler has not returned.
+        self._abandoned: dict[int, float] = {}
 
     # -- what the claim loop reads ------------------------------------------
 
@@ -54,6 +63,11 @@ class SlotPool:
     def held(self) -> list[Attempt]:
         with self._lock:
             return list(self._held.values())
+
+    def busy_slots(self) -> int:
+        """Slots running an attempt now."""
+        with self._lock:
+            return len(self._busy_since)
 
     def idle_slots(self) -> int:
         """Slots that would start a run now: neither busy nor about to take a started one."""
@@ -102,12 +116,14 @@ class SlotPool:
                     self._lock.wait()
                     continue
                 self._busy_since[slot] = time.monotonic()
+                self._running[slot] = attempt
                 return attempt
             return None
 
     def done(self, slot: int, attempt: Attempt, *, ran: bool, keep: bool = False) -> None:
         """A slot is through with an attempt; ``keep`` holds it on until its batched landing."""
         with self._lock:
+            self._running.pop(slot, None)
             started = self._busy_since.pop(slot, None)
             if ran and started is not None:
                 duration = time.monotonic() - started
@@ -138,6 +154,61 @@ class SlotPool:
             kept = [(attempt, since) for attempt, since in self._prefetched if not (limit is None or since <= limit)]
             self._prefetched = collections.deque(kept)
             return taken
+
+    # -- time limits ------------------------------------------------------------
+
+    def overstayed(self, now: float) -> list[tuple[int, Attempt]]:
+        """(slot, attempt) of the executing attempts a time limit has ended by ``now`` (monotonic)."""
+        with self._lock:
+            return [
+                (slot, attempt)
+                for slot, attempt in self._running.items()
+                if not attempt.overstayed and (at := attempt.overstay_at()) is not None and at <= now
+            ]
+
+    def seconds_until_overstay(self) -> float | None:
+        """Until the first executing attempt reaches a time limit, if any has one."""
+        with self._lock:
+            limits = [at for attempt in self._running.values() if (at := attempt.overstay_at()) is not None]
+        return None if not limits else max(min(limits) - time.monotonic(), 0.0)
+
+    def abandon(self, slot: int, attempt: Attempt) -> bool:
+        """Give up the thread of ``slot``, stuck in ``attempt``: the slot is free and the attempt no longer held.
+
+        Returns:
+            False if the slot's thread had already come back from that attempt (nothing is abandoned).
+        """
+        with self._lock:
+            self._held.pop(attempt.held, None)
+            if self._running.get(slot) is not attempt:
+                return False
+            del self._running[slot]
+            self._busy_since.pop(slot, None)
+            self._abandoned[slot] = time.monotonic()
+            self._lock.notify_all()
+            return True
+
+    def is_abandoned(self, slot: int) -> bool:
+        with self._lock:
+            return slot in self._abandoned
+
+    def returned(self, slot: int) -> None:
+        """The abandoned thread of ``slot`` came back from its handler: it no longer counts as stuck."""
+        with self._lock:
+            self._abandoned.pop(slot, None)
+
+    def stuck(self, settle: float) -> int:
+        """Abandoned threads still stuck ``settle`` seconds or more after they were abandoned."""
+        with self._lock:
+            limit = time.monotonic() - settle
+            return sum(1 for since in self._abandoned.values() if since <= limit)
+
+    def seconds_until_settled(self, settle: float) -> float | None:
+        """Until the next abandoned thread has been stuck for ``settle`` seconds, if one is about to."""
+        with self._lock:
+            now = time.monotonic()
+            waits = [since + settle - now for since in self._abandoned.values() if since + settle > now]
+        return min(waits) if waits else None
 
     def close(self) -> None:
         """Wake every slot to exit."""

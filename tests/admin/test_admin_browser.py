@@ -188,3 +188,28 @@ def test_schedules_listing_and_form_validation(page, shoot, transactional_db):
     assert any("invalid cron expression" in error for error in errors)
     assert schedules_api.get_schedule("broken") is None
     shoot(page, "schedule-form-validation")
+
+
+def test_auto_refresh_lets_an_operator_watch_a_runs_progress(page, shoot, transactional_db):
+    from durable_django.engine import lifecycle
+    from durable_django.engine.context import Context
+
+    run = api.enqueue("tests.slow", {"seconds": 60})
+    bounds = lifecycle.claim_bounds(functions=["tests.slow"], queues=None, tenant_id=None)
+    [attempt] = lifecycle.claim(limit=1, start_now=1, worker_id="browser-tests:1", bounds=bounds)
+    ctx = Context(attempt)
+    page.goto(f"/admin/durable_django/run/{run.run_id}/change/")
+    toggle = page.locator("#durable-autorefresh")
+    assert not toggle.is_checked() and page.locator("#durable-progress").count() == 0
+    toggle.check()
+    ctx.set_progress({"done": 1, "total": 3})
+    # The page reloads itself (every 5 seconds) and shows what the handler reported since.
+    page.wait_for_selector("#durable-progress")
+    assert '"done": 1' in page.locator("#durable-progress").inner_text()
+    assert page.locator("#durable-autorefresh").is_checked()  # remembered across the reload
+    shoot(page, "run-page-with-progress")
+    # The listing (tests/admin/test_admin_observability.py shows its progress column) remembers the choice.
+    page.goto("/admin/durable_django/run/")
+    assert page.locator("#durable-autorefresh").is_checked()
+    page.locator("#durable-autorefresh").uncheck()
+    api.cancel(run.run_id)

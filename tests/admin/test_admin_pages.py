@@ -759,3 +759,42 @@ def test_a_nul_in_a_json_form_value_is_a_form_error(pending_run, admin_client, v
     )
     assert added.status_code == 200 and added.context["adminform"].form.errors["input"]
     assert not Schedule.objects.exists()
+
+
+# -- fan-out and time limits -------------------------------------------------
+
+
+def test_deadlines_and_their_failures_are_shown(admin_client, transactional_db):
+    from datetime import timedelta
+
+    from durable_django.testing import pass_deadline
+
+    live = api.enqueue("tests.noop", {}, delay=7200, deadline=timedelta(hours=1))
+    late = api.enqueue("tests.noop", {}, delay=7200, deadline=timedelta(hours=1))
+    pass_deadline(late.run_id)
+    run_until_idle()
+    rows = rows_html(admin_client.get(RUNS))
+    assert re.search(r'<span title="[^"]+">in (59m \d+s|1h 0m)</span>', rows), rows
+    live_page = admin_client.get(run_url(live.run_id))
+    assert ("deadline", "not finished by then, it fails with DeadlineExceeded") in [
+        (label, note) for label, _, note in live_page.context["timeline"]
+    ]
+    late_page = admin_client.get(run_url(late.run_id))
+    html = late_page.content.decode()
+    assert "<code>durable_django.exceptions.DeadlineExceeded</code>" in html
+    assert "had not finished by its deadline" in html
+    assert ("deadline", "passed: the run failed with DeadlineExceeded") in [
+        (label, note) for label, _, note in late_page.context["timeline"]
+    ]
+
+
+def test_a_parent_gathering_its_children_says_how_many_are_left(admin_client, transactional_db):
+    parent = api.enqueue("tests.fan_out", {"children": [{"value": n, "wait_signal": True} for n in range(3)]})
+    run_until_idle()
+    rows = rows_html(admin_client.get(RUNS))
+    assert "all its awaited children (3 to land)" in rows
+    racer = api.enqueue("tests.race_children", {"children": [{"wait_signal": True}], "timeout": 3600})
+    run_until_idle()
+    html = admin_client.get(run_url(racer.run_id)).content.decode()
+    assert "the first of its awaited children to land (timeout " in html
+    assert api.get_run(parent.run_id).status == "waiting"

@@ -1,4 +1,5 @@
-"""The runs admin on a table of 1,000,000 runs: bounded queries, no full count, no full sort.
+"""The runs admin, the workers page, the health check and the runs gauge on a table of 1,000,000 runs: bounded
+queries, no full count, no full sort.
 
 The table is built once for this module with one ``INSERT ... SELECT
 generate_series`` and ANALYZE, and emptied afterwards so no other test sees it.
@@ -15,8 +16,8 @@ from django.test.utils import CaptureQueriesContext
 
 from durable_django.store import overview as overview_store
 
-# One test function, so a parallel run (pytest -n) builds the table once, on one worker.
-pytestmark = [pytest.mark.scale, pytest.mark.django_db]
+# One group, so a parallel run (pytest -n, which distributes by --dist loadgroup) builds the table once, on one worker.
+pytestmark = [pytest.mark.scale, pytest.mark.django_db, pytest.mark.xdist_group("million_runs")]
 
 ROWS = 1_000_000
 TENANT = "0d5cfa55-3c3b-4b8e-8d7e-6a1f0e0c9a11"
@@ -180,3 +181,59 @@ def test_runs_admin_stays_bounded_on_a_million_runs(million_runs, admin_client, 
     assert summary.created_per_minute == sum(exact_hour.values()) / 60
     capped = overview_store.overview(cap=1_000)
     assert capped.last_day.capped and capped.last_day.total == 1_000 and capped.last_hour.capped
+
+
+def test_health_the_runs_gauge_and_the_workers_page_stay_bounded_on_a_million_runs(
+    million_runs, admin_client, django_assert_max_num_queries
+):
+    from durable_django.api import operations
+    from durable_django.engine import lifecycle
+    from durable_django.store import health as health_store
+
+    with connection.cursor() as cur:
+        cur.execute(
+            "INSERT INTO durable_worker (worker_id, host, pid, functions, concurrency) VALUES "
+            "('host-a:1:aaaaaa', 'host-a', 1, '{\"scale.alpha\": [1]}', 8), "
+            "('host-b:2:bbbbbb', 'host-b', 2, '{\"scale.alpha\": [1], \"scale.beta\": [1, 2]}', 8)"
+        )
+    waiting = ROWS // 10
+    with django_assert_max_num_queries(9), CaptureQueriesContext(connection) as captured:
+        started = time.monotonic()
+        results = operations.health(max_oldest_pending=60)
+        elapsed = time.monotonic() - started
+    expected = [
+        "OK database: 'default' answers (PostgreSQL ",
+        "OK migrations: all durable_django migrations are applied",
+        "OK workers: 2 live, the latest seen 0s ago (host-a pid 1)",
+        f"FAIL oldest-pending: run {run_id_of(999_996)} (scale.alpha v1) has waited ",
+        "OK stranded: no run is stranded",
+        "FAIL versions: due runs no live worker can run: scale.gamma v1 (no live worker registers it)",
+    ]
+    assert len(results) == len(expected)
+    assert all(str(result).startswith(prefix) for result, prefix in zip(results, expected, strict=True)), results
+    # Run 999,996 is the oldest pending run, due since it was created 999,996 x 2 seconds before the build.
+    waited = int(str(results[3]).split("has waited ")[1].split("s ")[0])
+    assert 999_996 * 2 <= waited < 999_996 * 2 + 600, results[3]
+    # No statement reads the finished runs (70% of the table); only the stranded waits' reads every waiting run.
+    for query in captured.captured_queries:
+        if "durable_run" in query["sql"]:
+            read = rows_read_from_runs(analyze(query["sql"]))
+            assert read <= (waiting if "w.waiting_for" in query["sql"] else health_store.EXACT_UP_TO), (read, query)
+    assert elapsed < 5, elapsed  # about 0.3s here
+
+    with django_assert_max_num_queries(4), CaptureQueriesContext(connection) as captured:
+        counts = lifecycle.runs_by_status_and_queue()
+    for query in captured.captured_queries:
+        assert rows_read_from_runs(analyze(query["sql"])) <= health_store.EXACT_UP_TO + 1, query
+    # Each status holds more runs than are counted exactly: all are PostgreSQL's estimates, within a few percent.
+    exact = {"succeeded": 500_000, "failed": 100_000, "cancelled": 100_000, "pending": 100_000, "running": 100_000}
+    for status, count in {**exact, "waiting": 100_000}.items():
+        assert 0.9 * count < counts[(status, "default")] < 1.1 * count, (status, counts)
+
+    response, queries = page_queries(admin_client, "/admin/durable_django/worker/", django_assert_max_num_queries)
+    html = response.content.decode()
+    assert html.count(">live</span>") == 2
+    assert '<li class="durable-expired"><code>scale.gamma</code> v1' in html
+    for query in queries:
+        if "durable_run" in query and query.lstrip().upper().startswith(("SELECT", "WITH")):
+            assert rows_read_from_runs(analyze(query)) <= waiting, query

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -340,7 +341,7 @@ class Soak:
         self.chaos_end = record.origin + self.config.chaos_seconds
         next_look = 0.0
         # The window, and past it until every stopped worker has had its SIGCONT.
-        while time.time() < self.chaos_end or any(kind == "cont" for _, _, kind, _ in self._events):
+        while time.time() < self.chaos_end or any(worker.state == "stopped" for worker in self.record.workers):
             self._step()
             if time.time() >= next_look:
                 self._look_after_workers()
@@ -443,13 +444,16 @@ class Soak:
         elif kind == "SIGSTOP":
             worker.state = "stopped"
             pause = LEASE_SECONDS + self.faults_rng.uniform(1.0, 2.5)
-            self.at(sent + pause - self.record.origin, "cont", (worker, fault))
+            # From a timer, not this loop: a client call may be waiting on a row lock the stopped worker holds
+            # (SIGSTOP lands mid-transaction too), and the loop is blocked in that call until the SIGCONT.
+            resume = threading.Timer(pause, self._resume, (worker, fault))
+            resume.daemon = True
+            resume.start()
         elif kind == "SIGTERM":
             worker.state, worker.term_at = "terminating", sent
             self.start_worker()
 
-    def _on_cont(self, payload):
-        worker, fault = payload
+    def _resume(self, worker: ChaosWorker, fault: Fault):
         worker.proc.send_signal(signal.SIGCONT)
         fault.until = time.time()
         worker.state = "up"

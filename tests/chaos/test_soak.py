@@ -374,7 +374,9 @@ class Verdict:
             elif op["op"] == "wait" and sid in rows:
                 child_sid = step_id(op["child"])
                 child = runs.get(rows.get(child_sid))
-                outcome = child and {"state": child.status, "result": child.output, "error": child.error}
+                # A child that succeeded reports no error (its run keeps the failures it recovered from).
+                error = None if child and child.status == "succeeded" else child and child.error
+                outcome = child and {"state": child.status, "result": child.output, "error": error}
                 if rows[sid] != outcome:
                     self.problem(run.run_id, f"wait {op['name']} journalled {rows[sid]}, its child ended {outcome}")
         children = [child.run_id for child in runs.values() if child.parent_run_id == run.run_id]

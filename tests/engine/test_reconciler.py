@@ -146,3 +146,108 @@ def test_a_worker_counts_its_repairs_in_its_summary(workers):
     worker.send_signal(15)
     assert worker.wait(timeout=30) == 0
     assert "repaired 1" in workers.output(worker)
+
+
+def gathering_parent(*, wait_any=False, children=3):
+    """A parent waiting for all (or any) of its children, each of which waits for a signal: (parent, child ids)."""
+    specs = [{"value": n, "wait_signal": True} for n in range(children)]
+    if wait_any:
+        parent = api.enqueue("tests.race_children", {"children": specs})
+    else:
+        parent = api.enqueue("tests.fan_out", {"children": specs})
+    run_until_idle()
+    return parent.run_id, [
+        row[0] for row in sql("SELECT run_id FROM durable_run WHERE parent_run_id = %s", [parent.run_id])
+    ]
+
+
+@pytest.mark.parametrize("wait_any", [False, True], ids=["all", "any"])
+def test_a_parent_left_waiting_for_children_whose_wait_is_over_is_woken_and_finishes(wait_any):
+    parent, children = gathering_parent(wait_any=wait_any)
+    assert Reconciler().stranded() == [] and Reconciler().any_stranded(worker_live=True) == []
+    # What a lost count would leave: the children landed, the parent still waits.
+    ended = children if not wait_any else children[:1]
+    sql(
+        "UPDATE durable_run SET status = 'succeeded', output = '{\"value\": 7}', finished_at = now() "
+        "WHERE run_id = ANY(%s)",
+        [ended],
+    )
+    [found] = Reconciler().stranded()
+    assert found.run_id == parent and "that wait is over" in found.problem
+    assert Reconciler().any_stranded(worker_live=True) == [found]  # what durable_health asks
+    [repair] = Reconciler().run_pass()
+    assert repair.run_id == parent and api.get_run(parent).status == "pending"
+    run_until_idle(functions=["tests.fan_out", "tests.race_children"])
+    done = api.get_run(parent)
+    assert done.status == "succeeded", done.error
+    assert Reconciler().stranded() == []
+
+
+def test_a_parent_waiting_for_children_it_no_longer_awaits_is_woken():
+    parent, children = gathering_parent(wait_any=True)
+    # A wait whose marks were lost: no awaited child, live or finished, and no deadline.
+    sql("UPDATE durable_run SET awaited_token = NULL WHERE run_id = ANY(%s)", [children])
+    [found] = Reconciler().any_stranded(worker_live=True)
+    assert found.run_id == parent and "none of which is live" in found.problem
+    [repair] = Reconciler().run_pass()
+    assert repair.run_id == parent and "none of which is live" in repair.problem
+
+
+def test_a_parent_whose_children_still_run_is_left_alone():
+    gathering_parent()
+    gathering_parent(wait_any=True)
+    assert Reconciler().run_pass() == [] and Reconciler().stranded() == []
+    assert Reconciler().any_stranded(worker_live=True) == []
+
+
+def test_healthy_children_waits_never_crowd_a_stranded_run_out_of_the_health_checks_answer():
+    for _ in range(3):
+        gathering_parent()
+    waiter = api.enqueue("tests.signal_waiter", {})
+    run_until_idle(functions=["tests.signal_waiter"])
+    sql(
+        "INSERT INTO durable_signal (run_id, signal, occurrence, value, created_at) "
+        "VALUES (%s, 'approval', 0, '\"yes\"', now())",
+        [waiter.run_id],
+    )
+    # One answer asked for: it must be the stranded run, not one of the gatherers waiting as they should.
+    assert [repair.run_id for repair in Reconciler().any_stranded(worker_live=True, limit=1)] == [waiter.run_id]
+
+
+def test_the_health_checks_question_finds_what_a_full_walk_finds_in_three_statements(django_assert_num_queries):
+    """Reconciler.any_stranded() answers in one statement per kind; it must agree with stranded() on each kind."""
+    signal_waiter = api.enqueue("tests.signal_waiter", {})
+    run_until_idle(functions=["tests.signal_waiter"])
+    parent_of_finished, finished_child = waiting_parent_and_child()
+    orphan_parent, orphan = waiting_parent_and_child()
+    sleeper = api.enqueue("tests.sleeper", {"seconds": 3600})
+    run_until_idle(functions=["tests.sleeper"])
+    healthy = Reconciler()
+    with django_assert_num_queries(3):
+        assert healthy.any_stranded(worker_live=True) == []
+
+    sql(
+        "INSERT INTO durable_signal (run_id, signal, occurrence, value, created_at) "
+        "VALUES (%s, 'approval', 0, '\"yes\"', now())",
+        [signal_waiter.run_id],
+    )
+    sql("UPDATE durable_run SET status = 'succeeded' WHERE run_id = %s", [finished_child])
+    sql("UPDATE durable_run SET status = 'failed' WHERE run_id = %s", [orphan_parent])
+    sql("UPDATE durable_run SET available_at = NULL WHERE run_id = %s", [sleeper.run_id])
+    expired = api.enqueue("tests.noop", {})
+    sql(
+        "UPDATE durable_run SET status = 'running', attempts = 1, leased_until = now() - interval '1 hour' "
+        "WHERE run_id = %s",
+        [expired.run_id],
+    )
+    walked = {repair.run_id for repair in Reconciler().stranded()}
+    with django_assert_num_queries(3):
+        found = Reconciler().any_stranded(worker_live=True)
+    problems = {repair.run_id: repair.problem for repair in found}
+    assert set(problems) == walked | {expired.run_id}
+    assert set(problems) == {signal_waiter.run_id, parent_of_finished, orphan, sleeper.run_id, expired.run_id}
+    assert "more than three leases after its lease expired" in problems[expired.run_id]
+    # With no live worker, a run left running is nobody's to reclaim yet: not counted.
+    with django_assert_num_queries(2):
+        assert expired.run_id not in {repair.run_id for repair in Reconciler().any_stranded(worker_live=False)}
+    assert len(Reconciler().any_stranded(worker_live=True, limit=1)) == 3  # at most one of each kind

@@ -139,3 +139,23 @@ def test_purge_never_deletes_a_finished_parent_before_its_children():
     sql("UPDATE durable_run SET updated_at = now() - interval '2 days' WHERE run_id = %s", [child_id])
     assert api.purge_finished(older_than=timedelta(days=1)) == 2
     assert api.get_run(child_id) is None and api.get_run(parent.run_id) is None
+
+
+def test_a_child_that_succeeds_on_a_retry_reports_no_error_to_its_waiting_parent():
+    parent = api.enqueue("tests.parent", {"child": {"fail_first": True, "value": 7}})
+    for _ in range(20):  # the child's retry waits for its (short) backoff
+        if api.get_run(parent.run_id).status == "succeeded":
+            break
+        for pending in api.list_runs(status="pending").items:
+            make_due(pending.run_id)
+        run_until_idle()
+    done = api.get_run(parent.run_id)
+    child_id = done.output["child"]
+    assert done.output["outcome"] == {
+        "state": "succeeded",
+        "result": {"child_of": parent.run_id, "value": 7},
+        "error": None,
+    }
+    # The child itself keeps the failure it recovered from, for the operator.
+    child = api.get_run(child_id)
+    assert child.failures == 1 and "child failed on purpose" in child.error

@@ -6,20 +6,24 @@ drops it afterwards: the demo itself needs no test-only switch.
 """
 
 import contextlib
+import http.cookiejar
 import os
 import re
+import shlex
 import signal
+import socket
 import subprocess
 import sys
+import urllib.request
 import uuid
 from collections import Counter
 from datetime import UTC, datetime
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import psycopg
 import pytest
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, free_port, wait_until, warning_lines
 
 DEMO = os.path.join(ROOT, "example_project", "demo.py")
 # The demo takes about 15-30 s on a 2-core machine; both bounds keep a 10x margin.
@@ -143,10 +147,20 @@ print("run link", f"/admin/durable_django/run/{order.fulfilment_run_id}/change/"
 """
 
 
+def example_env(database_url: str, **extra: str) -> dict:
+    """The environment of a user's shell: the demo's DATABASE_URL, no test settings."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key != "DJANGO_SETTINGS_MODULE" and not key.startswith(("DURABLE_", "SHOP_"))
+    }
+    env.update({"DATABASE_URL": database_url, "PYTHONPATH": ROOT, **extra})
+    return env
+
+
 def check_admin_pages(database_url: str) -> None:
     """The example site's admin pages for the demo's orders, ledger, runs and schedule answer 200."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("DURABLE_", "SHOP_"))}
-    env.update({"DATABASE_URL": database_url, "PYTHONPATH": ROOT, "DJANGO_SETTINGS_MODULE": "shopsite.settings"})
+    env = example_env(database_url, DJANGO_SETTINGS_MODULE="shopsite.settings")
     result = subprocess.run(
         [sys.executable, "-c", ADMIN_PAGES],
         cwd=os.path.join(ROOT, "example_project"),
@@ -217,3 +231,77 @@ def test_demo_runs_every_workflow_to_its_state_and_each_side_effect_once(scratch
 
     # The site the demo tells the user to open shows all of it.
     check_admin_pages(scratch_database)
+    # Nothing in what it printed warns of anything.
+    assert warning_lines(output) == [], output
+    follow_the_printed_instructions(output, scratch_database, tmp_path)
+
+
+# The commands the demo prints for the admin, each on a line of its own.
+INSTRUCTION = re.compile(r"^  (python example_project/manage\.py \w+)$", re.MULTILINE)
+PASSWORD = "a-newcomers-password-1"
+
+
+def follow_the_printed_instructions(output: str, database_url: str, tmp_path) -> None:
+    """``createsuperuser`` and ``runserver`` as the demo prints them, from the repository root, on its data.
+
+    createsuperuser gets ``--noinput`` and Django's DJANGO_SUPERUSER_* variables in place of
+    a person typing; runserver gets a free port, so that a test never collides with port 8000.
+    """
+    commands = {shlex.split(line)[-1]: shlex.split(line)[1:] for line in INSTRUCTION.findall(output)}
+    assert sorted(commands) == ["createsuperuser", "runserver"], output
+    created = subprocess.run(
+        [sys.executable, *commands["createsuperuser"], "--noinput"],
+        cwd=ROOT,
+        env=example_env(
+            database_url,
+            DJANGO_SUPERUSER_USERNAME="newcomer",
+            DJANGO_SUPERUSER_EMAIL="newcomer@shop.example",
+            DJANGO_SUPERUSER_PASSWORD=PASSWORD,
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert created.returncode == 0 and "Superuser created successfully." in created.stdout, created.stderr
+    assert warning_lines(created.stdout + created.stderr) == [], created.stderr
+
+    port = free_port()
+    log_path = tmp_path / "runserver.log"
+    with open(log_path, "w") as log:
+        # Its own session: the autoreloader's parent and the server child are stopped together.
+        server = subprocess.Popen(
+            [sys.executable, *commands["runserver"], f"127.0.0.1:{port}"],
+            cwd=ROOT,
+            env=example_env(database_url, PYTHONUNBUFFERED="1"),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        wait_until(lambda: answers(port) or server.poll() is not None, timeout=120, message="runserver")
+        assert server.poll() is None, log_path.read_text()
+        admin = log_in(f"http://127.0.0.1:{port}", "newcomer", PASSWORD)
+        assert "Site administration" in admin and "Durable execution" in admin and "Shop" in admin, admin
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGKILL)
+        server.wait(timeout=30)
+    served = log_path.read_text()
+    assert re.search(rf"Starting (WSGI )?development server at http://127\.0\.0\.1:{port}/", served), served
+    assert '"GET /admin/login/?next=/admin/ HTTP/1.1" 200' in served, served
+    assert warning_lines(served) == [], served
+
+
+def answers(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def log_in(base_url: str, username: str, password: str) -> str:
+    """Log in on the admin's login page as a browser does; returns the admin index it leads to."""
+    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    login_url = f"{base_url}/admin/login/?next=/admin/"
+    form = browser.open(login_url, timeout=30).read().decode()
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form).group(1)
+    fields = {"csrfmiddlewaretoken": token, "username": username, "password": password, "next": "/admin/"}
+    return browser.open(login_url, data=urlencode(fields).encode(), timeout=30).read().decode()

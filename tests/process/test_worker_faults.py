@@ -228,7 +228,8 @@ def test_the_worker_refuses_a_database_without_the_durable_migrations(workers):
             timeout=60,
         )
     finally:
-        sql("DROP DATABASE durable_unmigrated")
+        # FORCE: behind PgBouncer (tox -e pgbouncer) the pooler keeps the worker's server session open.
+        sql("DROP DATABASE durable_unmigrated WITH (FORCE)")
     assert result.returncode != 0
     assert "migrations are not applied" in result.stderr and "manage.py migrate durable_django" in result.stderr
 

@@ -13,7 +13,7 @@ from durable_django.engine import submit
 from durable_django.exceptions import RunNotFound
 from durable_django.store import journal
 from tests.helpers import run_in_threads, sql
-from tests.store.factories import claim, complete
+from tests.store.factories import claim, complete, fail
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -180,3 +180,56 @@ def test_a_purge_while_an_emit_holds_the_run_leaves_run_and_signal_together():
     assert purged == [1 - remaining]
     assert api.purge_finished(older_than=timedelta(days=1)) == remaining
     assert orphan_signals() == 0 and sql("SELECT count(*) FROM durable_signal") == [(0,)]
+
+
+def failed_run_with_a_step_ready_to_purge():
+    """A run that journalled a step and failed for good, its landing two days old."""
+    run = api.enqueue("tests.noop", {})
+    [held] = claim(limit=1)
+    journal.record_step(held.run_id, held.attempts, "v1:step:0", '"kept"', pivot=False)
+    fail(held, final=True, error="boom", error_type="builtins.ValueError", delay=0)
+    sql("UPDATE durable_run SET updated_at = now() - interval '2 days' WHERE run_id = %s", [run.run_id])
+    return run
+
+
+def test_a_resume_racing_a_purge_keeps_the_run_with_its_journal_or_neither():
+    for _ in range(ROUNDS):
+        run = failed_run_with_a_step_ready_to_purge()
+
+        def race(index):
+            if index == 0:
+                return api.purge_finished(older_than=timedelta(days=1))
+            try:
+                return api.resume(run.run_id)
+            except RunNotFound:
+                return None
+
+        purged, resumed = run_in_threads(2, race)
+        steps = sql("SELECT result::text FROM durable_step WHERE run_id = %s", [run.run_id])
+        if resumed is not None:
+            # The resume won: the purge must have left the run and its journal alone.
+            assert purged == 0 and api.get_run(run.run_id).status == "pending"
+            assert steps == [('"kept"',)]
+            api.cancel(run.run_id)  # out of the next round's purge
+            sql("UPDATE durable_run SET updated_at = now() - interval '2 days' WHERE run_id = %s", [run.run_id])
+            assert api.purge_finished(older_than=timedelta(days=1)) == 1
+        else:
+            assert purged == 1 and api.get_run(run.run_id) is None and steps == []
+
+
+def test_a_cancel_racing_a_claim_either_cancels_the_run_unclaimed_or_requests_the_claimed_one():
+    for _ in range(ROUNDS):
+        run = api.enqueue("tests.noop", {})
+
+        def race(index):
+            return claim(limit=1) if index == 0 else api.cancel(run.run_id)
+
+        claimed, outcome = run_in_threads(2, race)
+        after = api.get_run(run.run_id)
+        if claimed:
+            # Claimed (and started) first: the cancel is a request its next context call obeys.
+            assert outcome == CancelOutcome.REQUESTED, outcome
+            assert after.status == "running" and after.cancel_requested_at is not None
+            complete(claimed[0], "null")  # its holder lands it; the next round starts clean
+        else:
+            assert outcome == CancelOutcome.CANCELLED and after.status == "cancelled"

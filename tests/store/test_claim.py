@@ -87,6 +87,24 @@ def test_a_stale_token_cannot_complete_fail_or_heartbeat_a_reclaimed_run():
     assert api.get_run(fresh.run_id).output == "fresh"
 
 
+def test_a_heartbeat_never_renews_a_lease_past_the_attempts_timeout():
+    api.enqueue("tests.noop", {})
+    api.enqueue("tests.noop", {})
+    limited, free = claim(limit=2)
+    renewals = claims.heartbeat(
+        [(limited.run_id, limited.attempts), (free.run_id, free.attempts)], 30, timeouts=[2.5, None]
+    )
+    assert all(renewal.renewed for renewal in renewals.values())
+    rows = dict(
+        sql(
+            "SELECT run_id, leased_until - attempt_started_at FROM durable_run WHERE run_id = ANY(%s)",
+            [[limited.run_id, free.run_id]],
+        )
+    )
+    assert rows[limited.run_id] == timedelta(seconds=2.5)
+    assert rows[free.run_id] > timedelta(seconds=29)
+
+
 def test_retry_backoff_sets_available_at_in_the_future_and_counts_failures_only():
     api.enqueue("tests.noop", {})
     [held] = claim()
@@ -144,4 +162,5 @@ def test_a_deadlock_inside_a_store_transaction_is_run_again_never_raised():
 
     results = run_in_threads(2, lambda index: lock_both([first, second] if index == 0 else [second, first]))
     assert sorted(results) == sorted([[first, second], [second, first]])
-    assert len(tries) == 3  # one of them deadlocked once and ran again
+    # One of them deadlocked and ran again (on a loaded machine a retry may meet the other once more).
+    assert len(tries) >= 3

@@ -97,3 +97,16 @@ def test_without_a_pool_a_borrow_is_the_callers_own_connection_and_transaction()
         with pool.borrowed():
             assert backend_pid() == own_pid
             assert connections[durable_settings.DATABASE].in_atomic_block
+
+
+def test_an_alias_that_names_its_connections_keeps_that_name_for_the_engines():
+    options = connections[durable_settings.DATABASE].settings_dict["OPTIONS"]
+    options["application_name"] = "shop-worker"
+    try:
+        with pool.installed(durable_settings.DATABASE, 1, NAME):
+            with pool.borrowed(), connections[durable_settings.DATABASE].cursor() as cur:
+                cur.execute("SELECT current_setting('application_name')")
+                assert cur.fetchone()[0] == "shop-worker"
+            assert pool.session_name() == {"application_name": "shop-worker"}
+    finally:
+        del options["application_name"]

@@ -156,3 +156,39 @@ def test_a_purge_racing_a_resume_of_a_tree_leaves_that_whole_tree():
     assert purged == [0]
     assert api.get_run(parent.run_id).status == "pending" and api.get_run(child_id).status == "cancelled"
     assert sql("SELECT count(*) FROM durable_step WHERE run_id = %s", [parent.run_id]) == journal
+
+
+def test_the_periodic_purge_takes_its_turn_inside_each_batch_transaction():
+    """While another worker's purge batch holds the turn, the periodic purge skips; the turn ends with that
+    transaction, so nothing is held between batches (it works through a transaction pooler)."""
+    import threading
+
+    from django.db import connections, transaction
+
+    from durable_django.engine import retention
+
+    make_runs("old-", 30, landed_ago=timedelta(days=2))
+    cutoff = timezone.now() - timedelta(days=1)
+    held, release = threading.Event(), threading.Event()
+
+    def hold_the_turn():
+        try:
+            with transaction.atomic():
+                sql("SELECT pg_advisory_xact_lock(hashtext('durable_django.purge'))")
+                held.set()
+                release.wait(30)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold_the_turn)
+    holder.start()
+    assert held.wait(30)
+    try:
+        assert retention.purge_unless_another_worker_is(cutoff, 10) is None
+        assert len(ids("old-%")) == 30
+    finally:
+        release.set()
+        holder.join(30)
+    assert retention.purge_unless_another_worker_is(cutoff, 10) == 30
+    assert ids("old-%") == set()
+    assert sql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") == [(0,)]

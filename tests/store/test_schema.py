@@ -29,7 +29,7 @@ SEED_DEFINITIONS = {
         "(tenant_id, next_fire_at) WHERE enabled",
     },
 }
-# What the claim's own order, the cascades and the reconciler add beyond the seed.
+# What the claim's own order, the cascades, the reconciler and the health check add beyond the seed.
 OWN_DEFINITIONS = {
     "durable_run": {
         "(priority DESC, created_at) WHERE ((held_by IS NULL) AND (status = 'pending'::text))",
@@ -44,10 +44,13 @@ OWN_DEFINITIONS = {
         "UNIQUE (debounce_key) WHERE ((attempts = 0) AND (status = 'pending'::text))",
         "(available_at) WHERE (status = 'waiting'::text)",
         "(leased_until) WHERE (status = 'running'::text)",
+        "(deadline) WHERE ((deadline IS NOT NULL) AND (status = ANY (ARRAY['pending'::text, 'running'::text, "
+        "'waiting'::text])))",
         "(parent_run_id, run_id) WHERE (parent_run_id IS NOT NULL)",
         "(run_id) WHERE (status = 'waiting'::text)",
         "(available_at) WHERE ((available_at IS NOT NULL) AND (status = 'pending'::text))",
         "(coalesce_key) WHERE (coalesce_key IS NOT NULL)",
+        "(name, version, available_at, updated_at) WHERE (status = 'pending'::text)",
     },
     "durable_step": set(),
     "durable_schedule": set(),

@@ -7,7 +7,7 @@ from durable_django import api
 from durable_django.engine.execute import execute
 from durable_django.states import ALLOWED_TRANSITIONS
 from durable_django.store import claims
-from durable_django.testing import claim, make_due, run_until_idle
+from durable_django.testing import claim, make_due, pass_deadline, run_until_idle
 from tests.helpers import sql
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -66,6 +66,13 @@ def drive_every_transition():
     [lost] = claim(limit=1)
     make_due(lost.run_id)  # its holder dies
     claim(limit=1)  # running -> running: the reclaim
+    late = api.enqueue("tests.noop", {}, delay=3600, deadline=3600)
+    asleep = api.enqueue("tests.sleeper", {"seconds": 3600}, deadline=3600)
+    run_until_idle()
+    for run in (late, asleep):
+        pass_deadline(run.run_id)
+    run_until_idle()  # pending -> failed, waiting -> failed: their deadlines passed
+    assert {api.get_run(run.run_id).status for run in (late, asleep)} == {"failed"}
 
 
 def _claim_attempts():

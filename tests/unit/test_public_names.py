@@ -12,6 +12,13 @@ def test_every_public_name_resolves(name):
     assert getattr(durable_django, name) is not None
 
 
+def test_the_wave_2_names_are_public():
+    assert {"Concurrency", "RateLimit", "Debounce", "enqueue_many"} <= set(durable_django.__all__)
+    from durable_django.exceptions import AttemptTimedOut, DeadlineExceeded, DurableError
+
+    assert issubclass(AttemptTimedOut, DurableError) and issubclass(DeadlineExceeded, DurableError)
+
+
 def test_an_unknown_name_is_an_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         durable_django.nothing_here
@@ -25,6 +32,7 @@ def test_an_unknown_name_is_an_attribute_error():
             "durable_django.api",
             [
                 "enqueue",
+                "enqueue_many",
                 "get_run",
                 "cancel",
                 "emit_signal",
@@ -40,7 +48,16 @@ def test_an_unknown_name_is_an_attribute_error():
         ("durable_django.testing", ["run_until_idle", "ensure_database_url"]),
         (
             "durable_django.exceptions",
-            ["DurableError", "UnknownFunction", "InvalidInput", "InvalidSchedule", "RunNotFound", "NotAChild"],
+            [
+                "DurableError",
+                "UnknownFunction",
+                "InvalidInput",
+                "InvalidSchedule",
+                "RunNotFound",
+                "NotAChild",
+                "AttemptTimedOut",
+                "DeadlineExceeded",
+            ],
         ),
     ],
 )

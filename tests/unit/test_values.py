@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from durable_django.exceptions import DuplicateRegistration, InvalidInput
-from durable_django.management.arguments import duration, name_list, positive_int, tenant
+from durable_django.management.arguments import duration, name_list, non_negative_int, port, positive_int, tenant
 from durable_django.registry import Registry
 from durable_django.tenancy import normalize_tenant, scope, unscope
 from durable_django.types import RetryPolicy
@@ -78,10 +78,31 @@ def test_command_argument_types():
     assert duration("30d") == timedelta(days=30) and duration("90m") == timedelta(minutes=90)
     assert duration("45") == timedelta(seconds=45)
     assert name_list("a, b,") == ["a", "b"] and positive_int("3") == 3
+    assert non_negative_int("0") == 0 and non_negative_int("4") == 4
     assert tenant(str(uuid.UUID(int=1))) == str(uuid.UUID(int=1))
-    for parse, text in ((duration, "soon"), (positive_int, "0"), (tenant, "acme"), (name_list, ",")):
+    assert port("9100") == 9100 and port("65535") == 65535
+    for parse, text in (
+        (duration, "soon"),
+        (positive_int, "0"),
+        (non_negative_int, "-1"),
+        (non_negative_int, "x"),
+        (tenant, "acme"),
+        (name_list, ","),
+        (port, "0"),
+        (port, "65536"),
+        (port, "http"),
+    ):
         with pytest.raises(argparse.ArgumentTypeError):
             parse(text)
+
+
+def test_a_timeout_must_be_a_positive_duration():
+    registry = Registry()
+    assert registry.register("t.ok", 1, lambda ctx, input: None, None, timeout=timedelta(seconds=2)).timeout == 2.0
+    assert registry.timeout_of("t.ok", 1) == 2.0 and registry.timeout_of("t.ok", 2) is None
+    for bad in (0, -1, "soon", float("inf")):
+        with pytest.raises(InvalidInput):
+            registry.register("t.bad", 1, lambda ctx, input: None, None, timeout=bad)
 
 
 def test_system_checks_report_invalid_declared_schedules_and_purge_after(settings):
@@ -129,3 +150,22 @@ def test_a_retry_policys_json_holds_every_field():
     policy = RetryPolicy(max_attempts=5, initial_delay=0.5, max_delay=9.0, backoff=3.0, jitter=0.25)
     assert policy.as_json() == dataclasses.asdict(policy)
     assert RetryPolicy.from_json(policy.as_json()) == policy
+
+
+def test_batch_run_ids_are_distinct_version_4_uuids():
+    from durable_django.store.runs import new_run_ids
+
+    ids = new_run_ids(2000)
+    assert len(set(ids)) == 2000 and new_run_ids(0) == []
+    parsed = [uuid.UUID(run_id) for run_id in ids]
+    assert {u.version for u in parsed} == {4} and {u.variant for u in parsed} == {uuid.RFC_4122}
+    assert [str(u) for u in parsed] == ids
+
+
+def test_system_check_refuses_a_metrics_address_that_is_not_text(settings):
+    from durable_django.checks import check_settings
+
+    settings.DURABLE = {**settings.DURABLE, "METRICS_ADDRESS": "127.0.0.1"}
+    assert check_settings() == []
+    settings.DURABLE = {**settings.DURABLE, "METRICS_ADDRESS": ("127.0.0.1", 9100)}
+    assert [error.id for error in check_settings()] == ["durable_django.E020"]

@@ -5,6 +5,7 @@ import json
 import os
 import time
 import uuid
+from datetime import timedelta
 
 from durable_django import Concurrency, RateLimit, RetryPolicy, durable_function
 
@@ -116,10 +117,11 @@ def signal_waiter(ctx, input):
 
 @durable_function("tests.child")
 def child(ctx, input):
-    if input.get("fail"):
+    if input.get("fail") or (input.get("fail_first") and ctx.run.failures == 0):
         raise ValueError("child failed on purpose")
     if input.get("wait_signal"):
         ctx.wait_for_signal("hold", "go")
+    time.sleep(input.get("pause", 0))
     effects.record("child-ran", ctx.run_id)
     return {"child_of": input.get("parent"), "value": input.get("value")}
 
@@ -245,6 +247,17 @@ def counted_steps(ctx, input):
     return sum(ctx.step("s", lambda i=i: work(i), occurrence=i) for i in range(input["steps"]))
 
 
+@durable_function("tests.scale_out")
+def scale_out(ctx, input):
+    """Each step's function records one line per execution in a file of its process's own (test_scale_out.py)."""
+
+    def work(index):
+        effects.record(f"scale-{os.getpid()}", f"{ctx.run_id} {index}")
+        return index
+
+    return sum(ctx.step("s", lambda i=i: work(i), occurrence=i) for i in range(input["steps"]))
+
+
 def _events(name, ctx, what):
     """One line per event, with its time and process, to check limits from the runs' own log."""
     effects.record(name, f"{time.time():.6f} {what} {ctx.run_id} {os.getpid()} {ctx.input.get('key')}")
@@ -280,6 +293,129 @@ def bad_key(ctx, input):
 @durable_function("tests.number_key", rate_limit=RateLimit(1, per=1.0, key=lambda input: 42))
 def number_key(ctx, input):
     return input
+
+
+@durable_function("tests.fan_out")
+def fan_out(ctx, input):
+    """Spawn one tests.child per value of input["children"] (or n of them), then gather them all."""
+    children = input.get("children") or [{"value": n} for n in range(input.get("n", 0))]
+    ids = ctx.spawn_many("spawn", "tests.child", children, **input.get("options", {}))
+    effects.record("fanned-out", ctx.run_id)
+    if input.get("fail_once") and ctx.attempt == 1:
+        raise RuntimeError("fail after the spawn, so the retry replays it")
+    results = ctx.wait_for_all("gather", ids, timeout=input.get("timeout"))
+    return {"ids": ids, "results": results}
+
+
+@durable_function("tests.race_children")
+def race_children(ctx, input):
+    """Spawn input["children"], return the first of them to finish (then wait for "done" if input["hold"])."""
+    ids = ctx.spawn_many("spawn", "tests.child", input["children"])
+    first = ctx.wait_for_any("race", ids, timeout=input.get("timeout"))
+    effects.record("raced", ctx.run_id)
+    if input.get("hold"):
+        ctx.wait_for_signal("hold", "done")
+    return {"ids": ids, "first": first}
+
+
+@durable_function("tests.gather_given")
+def gather_given(ctx, input):
+    """Wait for all (or any) of the run ids in input["ids"] (they need not be this run's children)."""
+    if input.get("any"):
+        return ctx.wait_for_any("wait", input["ids"])
+    return ctx.wait_for_all("wait", input["ids"])
+
+
+@durable_function("tests.pivot_gatherer")
+def pivot_gatherer(ctx, input):
+    """Past a pivot, spawn children that wait for a signal and gather them all."""
+    ctx.step("commit", lambda: "committed", pivot=True)
+    ids = ctx.spawn_many("spawn", "tests.child", [{"value": n, "wait_signal": True} for n in range(input["n"])])
+    return ctx.wait_for_all("gather", ids)
+
+
+@durable_function("tests.spawn_one")
+def spawn_one(ctx, input):
+    """Spawn one run of input["function"] and wait for it."""
+    child = ctx.spawn("spawn", input["function"], input.get("input", {}), **input.get("options", {}))
+    return ctx.wait_for_result("wait", child)
+
+
+@durable_function("tests.two_paced_steps")
+def two_paced_steps(ctx, input):
+    """A step that takes input["pause"] seconds, then another: its deadline can pass in between."""
+    ctx.step("first", lambda: time.sleep(input.get("pause", 0)) or "first")
+    effects.record("between-steps", ctx.run_id)
+    return ctx.step("second", lambda: "second")
+
+
+@durable_function("tests.pivot_sleeper")
+def pivot_sleeper(ctx, input):
+    ctx.step("ship", lambda: "shipped", pivot=True)
+    ctx.sleep_for("nap", 3600)
+    return "done"
+
+
+STUCK_RETRY = RetryPolicy(max_attempts=2, initial_delay=0.2, max_delay=0.2, backoff=1.0, jitter=0.0)
+ONCE = RetryPolicy(max_attempts=1)
+
+
+def _stuck(ctx, input):
+    effects.record("stuck-attempt", f"{ctx.run_id} {ctx.attempt}")
+    time.sleep(input.get("seconds", 3600))
+    effects.record("stuck-returned", ctx.run_id)
+    return "woke"
+
+
+@durable_function("tests.stuck", timeout=1, retry=STUCK_RETRY)
+def stuck(ctx, input):
+    """Sleeps an hour in C code (no context call, nothing can interrupt it) under a 1 s timeout."""
+    return _stuck(ctx, input)
+
+
+@durable_function("tests.stuck_once", timeout=timedelta(seconds=1), retry=ONCE)
+def stuck_once(ctx, input):
+    return _stuck(ctx, input)
+
+
+@durable_function("tests.async_stuck", timeout=1, retry=ONCE)
+async def async_stuck(ctx, input):
+    effects.record("async-stuck-started", ctx.run_id)
+    try:
+        await asyncio.sleep(3600)
+    except asyncio.CancelledError:
+        effects.record("async-cancelled", ctx.run_id)
+        raise
+    return "woke"
+
+
+@durable_function("tests.limited_stuck", timeout=1, retry=ONCE, concurrency=Concurrency(1))
+def limited_stuck(ctx, input):
+    _events("limited-stuck-events", ctx, "start")
+    time.sleep(input["seconds"])
+    _events("limited-stuck-events", ctx, "end")
+    return "woke"
+
+
+@durable_function("tests.late_step", timeout=1, retry=STUCK_RETRY)
+def late_step(ctx, input):
+    """Attempt 1's step outlasts the timeout, then returns; attempt 2's returns at once."""
+
+    def work():
+        effects.record("late-step-ran", str(ctx.attempt))
+        time.sleep(input["seconds"] if ctx.attempt == 1 else 0)
+        effects.record("late-step-returned", str(ctx.attempt))
+        return f"attempt {ctx.attempt}"
+
+    return ctx.step("work", work)
+
+
+@durable_function("tests.async_fan_out")
+async def async_fan_out(ctx, input):
+    ids = await ctx.spawn_many("spawn", "tests.child", [{"value": n} for n in range(input["n"])])
+    first = await ctx.wait_for_any("first", ids)
+    results = await ctx.wait_for_all("all", ids)
+    return {"ids": ids, "first": list(first), "values": [result["result"]["value"] for result in results]}
 
 
 # -- The chaos soak (tests/chaos/test_soak.py) ---------------------------------------------------------
@@ -346,3 +482,47 @@ def chaos_flow(ctx, input):
         else:
             raise ValueError(f"unknown chaos op {kind!r}")
     return {"ops": done}
+
+
+@durable_function("tests.progress", retry=FAST_RETRY)
+def progress(ctx, input):
+    """Reports progress before each step; the first attempt fails after the first, so a retry sees it kept."""
+    for index in range(input["steps"]):
+        ctx.set_progress({"done": index, "total": input["steps"]})
+        ctx.step("work", lambda i=index: i, occurrence=index)
+        if ctx.attempt == 1 and input.get("fail_first"):
+            raise RuntimeError("first attempt fails on purpose")
+    ctx.set_progress({"done": input["steps"], "total": input["steps"]})
+    return "done"
+
+
+@durable_function("tests.oversized_progress")
+def oversized_progress(ctx, input):
+    from durable_django.exceptions import InvalidInput
+
+    ctx.set_progress("small")
+    try:
+        ctx.set_progress("x" * input["chars"])
+    except InvalidInput as exc:
+        return {"refused": str(exc)}
+    return {"refused": None}
+
+
+@durable_function("tests.async_progress")
+async def async_progress(ctx, input):
+    await ctx.set_progress({"stage": "started"})
+    value = await ctx.step("compute", lambda: input["x"] + 1)
+    await ctx.set_progress({"stage": "computed", "value": value})
+    return value
+
+
+@durable_function("tests.traced_step")
+def traced_step(ctx, input):
+    """A step whose function makes a span of its own: it nests under the step's span."""
+    from opentelemetry import trace
+
+    def work():
+        with trace.get_tracer("tests").start_as_current_span("inside the step"):
+            return "traced"
+
+    return ctx.step("work", work)

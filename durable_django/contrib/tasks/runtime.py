@@ -141,4 +141,5 @@ def _log_failures(responses: list[tuple[Callable[..., Any], object]], result: Ta
                 receiver,
                 response,
                 exc_info=(type(response), response, response.__traceback__),
+                extra={"run_id": result.id, "function": result.task.module_path},
             )

@@ -1,13 +1,20 @@
+import gc
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from ...conf import durable_settings
 from ...engine.preflight import ensure_migrated
-from ...exceptions import MigrationsNotApplied
+from ...exceptions import ExtraNotInstalled, MigrationsNotApplied
 from ...worker import Worker, WorkerOptions
+from ...worker.reloading import run_with_reloader
 from ...worker.shutdown import install_shutdown_handlers
-from ..arguments import name_list, non_negative_float, positive_int, tenant
+from ..arguments import name_list, non_negative_float, non_negative_int, port, positive_int, tenant
+
+if TYPE_CHECKING:
+    from ...worker.metrics import WorkerMetrics
 
 
 class Command(BaseCommand):
@@ -21,32 +28,84 @@ class Command(BaseCommand):
         parser.add_argument("--no-scheduler", action="store_true", help="do not fire cron schedules here")
         parser.add_argument("--burst", action="store_true", help="exit once nothing is claimable now")
         parser.add_argument(
+            "--max-abandoned",
+            type=non_negative_int,
+            default=4,
+            help="exit with status 3 (releasing its runs) once more threads than this are stuck in handlers "
+            "past their timeout",
+        )
+        parser.add_argument(
             "--grace",
             type=non_negative_float,
             default=30.0,
             help="seconds to let attempts finish after SIGTERM before releasing them",
         )
+        parser.add_argument(
+            "--reload",
+            action="store_true",
+            help="restart when Python files change, like runserver (development only: needs DEBUG = True)",
+        )
+        parser.add_argument(
+            "--metrics-port",
+            type=port,
+            help="serve Prometheus metrics on this port at /metrics (DURABLE['METRICS_ADDRESS'], all interfaces "
+            "by default); needs the prometheus extra",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["reload"] and not settings.DEBUG:
+            raise CommandError(
+                "--reload is for development and needs DEBUG = True; in production, let your process "
+                "manager restart workers after a deploy (docs/deployment.md)."
+            )
+        if options["reload"] and options["burst"]:
+            raise CommandError("--reload keeps a worker running across code changes; --burst exits: choose one.")
+        if options["reload"] and options["metrics_port"] is not None:
+            raise CommandError(
+                "--reload restarts the worker's process, which would serve --metrics-port twice: choose one."
+            )
         _configure_logging(options["verbosity"])
+        metrics = _metrics() if options["metrics_port"] is not None else None
         try:
             ensure_migrated()
         except MigrationsNotApplied as exc:
             raise CommandError(str(exc)) from None
         _warn_unknown_functions(options["functions"])
-        worker = Worker(
-            WorkerOptions(
-                concurrency=options["concurrency"],
-                functions=options["functions"],
-                queues=options["queues"],
-                tenant_id=options["tenant"],
-                burst=options["burst"],
-                grace=options["grace"],
-                scheduler=not options["no_scheduler"],
+        if metrics is not None:
+            address = durable_settings.METRICS_ADDRESS
+            try:
+                metrics.serve(options["metrics_port"], address)
+            except OSError as exc:
+                raise CommandError(
+                    f"--metrics-port: cannot serve on {address}:{options['metrics_port']}: {exc}"
+                ) from None
+
+        def make_worker() -> Worker:
+            return Worker(
+                WorkerOptions(
+                    concurrency=options["concurrency"],
+                    functions=options["functions"],
+                    queues=options["queues"],
+                    tenant_id=options["tenant"],
+                    burst=options["burst"],
+                    grace=options["grace"],
+                    scheduler=not options["no_scheduler"],
+                    max_abandoned=options["max_abandoned"],
+                ),
+                metrics=metrics,
             )
-        )
+
+        if options["reload"]:
+            run_with_reloader(make_worker)
+            return
+        worker = make_worker()
         install_shutdown_handlers(worker)
+        # From here this process is the worker: what it loaded to start (Django, the apps, the handlers) lives
+        # as long as it does, so the cyclic collector need not walk it again at every full collection.
+        gc.freeze()
         worker.run()
+        if worker.exit_code:
+            raise SystemExit(worker.exit_code)
 
 
 def _configure_logging(verbosity: int) -> None:
@@ -58,6 +117,15 @@ def _configure_logging(verbosity: int) -> None:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logger.addHandler(handler)
     logger.setLevel({0: logging.WARNING, 1: logging.INFO}.get(verbosity, logging.DEBUG))
+
+
+def _metrics() -> "WorkerMetrics":
+    """The worker's Prometheus metrics; a clear error when the prometheus extra is not installed."""
+    try:
+        from ...worker.metrics import WorkerMetrics
+    except ExtraNotInstalled as exc:
+        raise CommandError(f"--metrics-port: {exc}") from None
+    return WorkerMetrics()
 
 
 def _warn_unknown_functions(names: list[str] | None) -> None:
