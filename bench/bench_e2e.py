@@ -16,6 +16,7 @@ from . import common
 from .bench_store import RAW_INSERT
 from .common import raw_connect, record, reset_tables
 
+STEP_ROUNDS = 3
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 PEERS_VENV = os.path.join(BENCH_DIR, ".peers-venv")
 
@@ -314,13 +315,17 @@ def main(args) -> None:
         f"{fastest[0] / raw:.2f}",
         ">= 0.50",
     )
-    durable = durable_steps(args.step_runs)
-    raw = raw_steps(args.step_runs * 100)
+    # Rounds of each side in turn; the median round is reported (the machine is shared).
+    rounds = sorted(
+        ((durable_steps(args.step_runs), raw_steps(args.step_runs * 100)) for _ in range(STEP_ROUNDS)),
+        key=lambda pair: pair[0] / pair[1],
+    )
+    durable, raw = rounds[len(rounds) // 2]
     record(
-        "steps (1 slot) vs raw INSERT loop",
+        f"steps (1 slot) vs raw INSERT loop, median of {STEP_ROUNDS} rounds",
         f"{durable:.0f} vs {raw:.0f} steps/s",
         f"{durable / raw:.2f}",
-        ">= 0.50",
+        ">= 0.80",
     )
     p50, p95 = wake_latency(args.latency_tries)
     record(f"wake-up latency ({args.latency_tries} tries)", f"p50 {p50:.1f} ms, p95 {p95:.1f} ms", "", "p50 < 10 ms")

@@ -47,6 +47,14 @@ def rated(ctx, input):
     return None
 
 
+@durable_function("bench.busy")
+def busy(ctx, input):
+    """Steps that each take ``pause`` seconds: a slot kept busy, journalling as it goes."""
+    for index in range(input["steps"]):
+        ctx.step("work", lambda: time.sleep(input["pause"]), occurrence=index)
+    return None
+
+
 @durable_function("bench.spawn_many")
 def spawn_many(ctx, input):
     """Spawn input["children"] no-op children with one ctx.spawn_many; returns the seconds it took."""

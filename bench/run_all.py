@@ -1,6 +1,7 @@
 """Run every benchmark against one PostgreSQL server and print a table of ratios.
 
-Usage: ``python bench/run_all.py [--only store,e2e,peers,sleep,purge,flow,obs,fanout,scale] [--runs 5000] ...``
+Usage: ``python bench/run_all.py [--only store,e2e,peers,sleep,purge,flow,obs,fanout,scale,connections]
+[--runs 5000] ...``
 (an embedded pgserver in a temporary directory when DATABASE_URL is unset).
 """
 
@@ -18,7 +19,9 @@ from bench import common
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
-        "--only", default="store,e2e,peers,sleep,purge,flow,obs,fanout", help="comma-separated benchmarks to run"
+        "--only",
+        default="store,e2e,peers,sleep,purge,flow,obs,fanout,connections",
+        help="comma-separated benchmarks to run",
     )
     parser.add_argument("--store-runs", type=int, default=3000, help="runs for the store vs raw benchmark")
     parser.add_argument("--runs", type=int, default=5000, help="no-op runs for the end-to-end benchmarks")
@@ -80,6 +83,10 @@ def main() -> None:
             from bench import bench_fanout
 
             bench_fanout.main(args.fanout_runs, args.flow_processes)
+        if "connections" in only:
+            from bench import bench_connections
+
+            bench_connections.main()
     finally:
         common.print_table()
 

@@ -70,6 +70,9 @@ def check_settings(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
     recoveries = durable_settings.MAX_RECOVERIES
     if not isinstance(recoveries, int) or recoveries < 0:
         errors.append(checks.Error("DURABLE['MAX_RECOVERIES'] must be an integer >= 0.", id="durable_django.E006"))
+    engine_connections = durable_settings.ENGINE_CONNECTIONS
+    if not isinstance(engine_connections, int) or isinstance(engine_connections, bool) or engine_connections < 1:
+        errors.append(checks.Error("DURABLE['ENGINE_CONNECTIONS'] must be an integer >= 1.", id="durable_django.E030"))
     address = durable_settings.METRICS_ADDRESS
     if not isinstance(address, str):
         errors.append(

@@ -33,6 +33,9 @@ class DurableSettings:
     LISTEN_DATABASE: str | None = None
     # An alias (a read replica) that the admin's listings and overview read from (None: DATABASE).
     READ_DATABASE: str | None = None
+    # The most connections a worker process's engine holds (claims, heartbeats, journal writes, landings),
+    # whatever its --concurrency; its LISTEN session is one more, and handlers' own queries are not counted.
+    ENGINE_CONNECTIONS = 4
     # How often the worker logs its summary line.
     SUMMARY_SECONDS = 60.0
     # Per-queue limits across every worker: {"emails": {"concurrency": 5, "rate_limit": (50, 1.0)}}.

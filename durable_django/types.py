@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypedDict
 
@@ -53,7 +53,13 @@ class RetryPolicy:
         return base * (1 - self.jitter) + base * self.jitter * drawn
 
     def as_json(self) -> dict[str, float]:
-        return asdict(self)
+        return {
+            "max_attempts": self.max_attempts,
+            "initial_delay": self.initial_delay,
+            "max_delay": self.max_delay,
+            "backoff": self.backoff,
+            "jitter": self.jitter,
+        }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> RetryPolicy:

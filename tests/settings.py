@@ -51,6 +51,14 @@ if BEHIND_PGBOUNCER:
     DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
 LISTEN_DATABASE = os.environ.get("DURABLE_TEST_LISTEN_DATABASE", "direct" if BEHIND_PGBOUNCER else "")
 
+if os.environ.get("DURABLE_TEST_HANDLER_POOL"):
+    # Django's connection pool on "default", at most this many connections (tests/process/test_connections.py).
+    DATABASES["default"]["OPTIONS"]["pool"] = {
+        "min_size": 0,
+        "max_size": int(os.environ["DURABLE_TEST_HANDLER_POOL"]),
+        "timeout": 120,
+    }
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",

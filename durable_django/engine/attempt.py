@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
 import logging
 import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -31,6 +32,7 @@ from django.db import DatabaseError
 
 from ..conf import durable_settings
 from ..exceptions import Cancelled, DeadlineReached, LeaseLost
+from ..store import pool
 from ..store.db import is_disconnect, reset_connection
 from ..types import ClaimedRun
 from . import telemetry
@@ -107,14 +109,28 @@ class Attempt:
         restart: the token is unchanged, so the write lands as it would have,
         unless the run was taken over meanwhile (the fence refuses it, or the
         heartbeat marks this attempt lost). It stops trying once a lease has
-        passed without an answer.
+        passed without an answer. In a worker each try borrows one of the
+        engine's connections (``store.pool``): a broken one is closed, and the
+        next try opens another.
         """
-        give_up = time.monotonic() + durable_settings.LEASE_SECONDS
+        return self._send(functools.partial(write, *args, **kwargs), borrow=True)
+
+    def persist_together(self, write: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """``persist()`` for a write that other slots' writes of its kind join (``engine/batching.py``):
+        its batch borrows the connection, once for them all."""
+        return self._send(functools.partial(write, *args, **kwargs), borrow=False)
+
+    def _send(self, write: Callable[[], _T], *, borrow: bool) -> _T:
+        began = time.monotonic()
         backoff = 0.05
         while True:
             try:
-                return write(*args, **kwargs)
+                if not borrow:
+                    return write()
+                with pool.borrowed():
+                    return write()
             except DatabaseError as exc:
+                give_up = began + durable_settings.LEASE_SECONDS
                 if not is_disconnect(exc) or self.lost or time.monotonic() + backoff > give_up:
                     raise
                 level = logging.WARNING if backoff == 0.05 else logging.DEBUG
@@ -186,28 +202,13 @@ class Attempt:
 
     # -- user code boundaries -------------------------------------------------
 
-    @contextmanager
-    def user_code(self) -> Iterator[None]:
+    def user_code(self) -> AbstractContextManager[None]:
         """Mark a stretch of user code that a stop may interrupt."""
-        with self._lock:
-            self._thread_id = threading.get_ident()
-            previous, self._in_user_code = self._in_user_code, True
-        try:
-            yield
-        finally:
-            self._leave(previous)
+        return _Boundary(self, user=True)
 
-    @contextmanager
-    def engine_code(self) -> Iterator[None]:
+    def engine_code(self) -> AbstractContextManager[None]:
         """Mark engine code inside a handler (context methods) that must not be interrupted."""
-        with self._lock:
-            previous, self._in_user_code = self._in_user_code, False
-            self._clear_interrupt()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._in_user_code = previous
+        return _Boundary(self, user=False)
 
     @contextmanager
     def pivot(self) -> Iterator[None]:
@@ -275,3 +276,34 @@ class Attempt:
         # The loop may have closed since (the handler ended between the caller's look and this call).
         with suppress(RuntimeError):
             loop.call_soon_threadsafe(task.cancel)
+
+
+class _Boundary:
+    """Where user code begins or ends inside an attempt (``Attempt.user_code`` and ``engine_code``).
+
+    A class rather than a generator: every step crosses three of them.
+    """
+
+    __slots__ = ("_attempt", "_previous", "_user")
+
+    def __init__(self, attempt: Attempt, *, user: bool) -> None:
+        self._attempt = attempt
+        self._user = user
+        self._previous = False
+
+    def __enter__(self) -> None:
+        attempt = self._attempt
+        with attempt._lock:
+            if self._user:
+                attempt._thread_id = threading.get_ident()
+            self._previous, attempt._in_user_code = attempt._in_user_code, self._user
+            if not self._user:
+                attempt._clear_interrupt()
+
+    def __exit__(self, *exc: object) -> None:
+        attempt = self._attempt
+        if self._user:
+            attempt._leave(self._previous)
+            return
+        with attempt._lock:
+            attempt._in_user_code = self._previous

@@ -24,7 +24,7 @@ from ..store import progress as progress_store
 from ..store.db import connection
 from ..types import ChildResult, RetryPolicy, Run
 from ..values import aware, integer, json_text, seconds, text
-from . import submit, telemetry, tracing
+from . import batching, submit, telemetry, tracing
 from .attempt import Attempt
 
 _SPAWN_FORBIDDEN = ("idempotency_key", "idempotency_keys", "coalesce_key", "debounce", "tenant_id", "parent_run_id")
@@ -186,9 +186,14 @@ class Context(RunFacts):
                 step=name,
                 run_id=self._run.run_id,
             ) from None
-        recorded = self._attempt.persist(
-            journal_store.record_step, self._run.run_id, self._attempt.token, sid, encoded, pivot=pivot
-        )
+        if pivot:
+            recorded = self._attempt.persist(
+                journal_store.record_step, self._run.run_id, self._attempt.token, sid, encoded, pivot=True
+            )
+        else:  # journalled together with the steps other slots record at the same time
+            recorded = self._attempt.persist_together(
+                batching.record_step, self._run.run_id, self._attempt.token, sid, encoded
+            )
         if pivot:
             self._attempt.pivoted = True
         if recorded.cancel_requested:

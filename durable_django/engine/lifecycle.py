@@ -3,21 +3,32 @@
 The worker never speaks to the store itself; it claims batches, starts the
 runs that waited for a slot, renews leases, lands successes in batches,
 releases what it will not run and lands held runs cancelled, all through here.
+
+A worker installs its pool of engine connections here (``engine_connections``),
+and each call below borrows one of them for its duration (``store/pool.py``),
+as do an attempt's writes (``Attempt.persist``) and the reconciler's and
+scheduler's passes (``engine_connection``). A new call the worker makes belongs
+under ``@_on_engine_connection`` too, or it opens a connection of its own in
+the thread that calls it.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
+from typing import ParamSpec, TypeVar
 
 from django.db import DatabaseError
 
 from ..conf import durable_settings
 from ..exceptions import OutputNotStored
 from ..registry import registry
-from ..store import claims, health, journal, landing
+from ..store import claims, health, journal, landing, pool
 from ..store import workers as worker_store
 from ..store.claims import ClaimBounds as ClaimBounds  # the worker's (re-exported: it never imports the store)
 from ..store.claims import Renewal
@@ -25,14 +36,63 @@ from ..store.db import WAKE_CHANNEL as WAKE_CHANNEL  # the worker's
 from ..store.db import is_disconnect
 from ..store.db import listening as listening  # the worker's
 from ..store.db import reset_connection as reset_connection  # the worker's, and used here
-from ..store.schedules import database_now as database_now  # the worker's clock for its cutoffs
+from ..store.schedules import database_now as _database_now
 from ..store.workers import WorkerIdentity as WorkerIdentity  # the worker's
 from ..types import ClaimedRun
-from . import telemetry
+from . import batching, telemetry
 from .attempt import Attempt
 from .execute import Outcome, fail_attempt, finished, report_success
 
 logger = logging.getLogger("durable_django.worker")
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+@contextmanager
+def engine_connections(worker_id: str) -> Iterator[None]:
+    """Give this process's engine ``DURABLE["ENGINE_CONNECTIONS"]`` connections for as long as a worker runs.
+
+    They are named ``durable_worker <worker_id>`` in ``pg_stat_activity``, like the worker's LISTEN session.
+    """
+    with pool.installed(durable_settings.DATABASE, durable_settings.ENGINE_CONNECTIONS, f"durable_worker {worker_id}"):
+        # The calling thread's own connection (the start-up checks') is not needed any more: the pool's are used.
+        reset_connection()
+        yield
+
+
+def engine_connection() -> AbstractContextManager[None]:
+    """One of the engine's connections for a ``with`` block (a helper thread's pass); none without a pool."""
+    return pool.borrowed()
+
+
+def _on_engine_connection(call: Callable[_P, _T]) -> Callable[_P, _T]:
+    """Run ``call`` on one of the engine's connections."""
+
+    @functools.wraps(call)
+    def borrowing(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        with pool.borrowed():
+            return call(*args, **kwargs)
+
+    return borrowing
+
+
+def _on_engine_connection_first(call: Callable[_P, _T]) -> Callable[_P, _T]:
+    """Run ``call`` on one of the engine's connections, served before the slots' calls when all are lent.
+
+    For the claim loop's and the heartbeat's calls: slots wait for claims, and leases for renewals.
+    """
+
+    @functools.wraps(call)
+    def borrowing(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        with pool.borrowed(first=True):
+            return call(*args, **kwargs)
+
+    return borrowing
+
+
+# The worker's clock for its cutoffs.
+database_now = _on_engine_connection_first(_database_now)
 
 
 def claim_bounds(*, functions: list[str] | None, queues: list[str] | None, tenant_id: str | None) -> ClaimBounds:
@@ -42,6 +102,7 @@ def claim_bounds(*, functions: list[str] | None, queues: list[str] | None, tenan
     )
 
 
+@_on_engine_connection_first
 def claim(
     *, limit: int, start_now: int, worker_id: str, bounds: ClaimBounds, lease_seconds: float | None = None
 ) -> list[Attempt]:
@@ -74,13 +135,17 @@ def claim(
     return attempts
 
 
+@_on_engine_connection_first
 def seconds_until_next_due(bounds: ClaimBounds) -> float | None:
     return claims.seconds_until_next_due(bounds)
 
 
 def start(attempt: Attempt) -> bool:
-    """Start a claimed attempt that waited for a slot; False if the run is no longer this holder's."""
-    cancel = claims.start(*attempt.held)
+    """Start a claimed attempt that waited for a slot; False if the run is no longer this holder's.
+
+    The slots that ask at once are started together, in one statement on one of the engine's connections.
+    """
+    cancel = batching.start(*attempt.held)
     if cancel is None:
         return False
     attempt.started = True
@@ -88,6 +153,7 @@ def start(attempt: Attempt) -> bool:
     return True
 
 
+@_on_engine_connection_first
 def renew(attempts: list[Attempt]) -> dict[tuple[str, int], Renewal]:
     """Extend the leases of held attempts, never past an attempt's timeout; one Renewal per (run id, token)."""
     return claims.heartbeat(
@@ -107,6 +173,7 @@ class LandingReport:
     retry: list[tuple[Attempt, str]] = field(default_factory=list)
 
 
+@_on_engine_connection_first
 def land_successes(batch: list[tuple[Attempt, str]]) -> LandingReport:
     """Land (attempt, output JSON) pairs succeeded, together in one statement where they can be.
 
@@ -156,17 +223,20 @@ def _land_one_by_one(batch: list[tuple[Attempt, str]]) -> LandingReport:
     return report
 
 
+@_on_engine_connection_first
 def release(attempts: list[Attempt]) -> int:
     """Hand held runs back as pending, counting nothing; returns how many were still held."""
     return claims.release([attempt.held for attempt in attempts])
 
 
+@_on_engine_connection_first
 def cancel_held(attempt: Attempt) -> bool:
     """Land a held run cancelled (its cancel was requested); False if the fence or a pivot refused it."""
     attempt.landed_cancelled = landing.cancel_held(*attempt.held, attempt.run.parent_run_id) is not None
     return attempt.landed_cancelled
 
 
+@_on_engine_connection
 def runs_by_status_and_queue() -> dict[tuple[str, str], int]:
     """Runs per (status, queue), at a cost that does not grow with the table (exact for small live sets)."""
     return health.runs_by_status_and_queue()
@@ -190,17 +260,20 @@ def worker_identity(
     )
 
 
+@_on_engine_connection
 def worker_started(identity: WorkerIdentity) -> None:
     """Record a starting worker, and forget the workers gone for more than a day."""
     worker_store.prune()
     worker_store.seen(identity)
 
 
+@_on_engine_connection_first
 def worker_seen(identity: WorkerIdentity) -> None:
     """The worker is alive (its heartbeat): seen now."""
     worker_store.seen(identity)
 
 
+@_on_engine_connection
 def worker_stopped(worker_id: str) -> None:
     """The worker stopped gracefully: it is listed as gone at once, not after three leases."""
     worker_store.stopped(worker_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -213,9 +214,9 @@ def _params(
         raise InvalidInput("give either delay or available_at, not both")
     text(queue, what="queue")
     integer(priority, what="priority", minimum=MIN_PRIORITY, maximum=MAX_PRIORITY)
-    policy = retry or RetryPolicy.from_json(durable_settings.DEFAULT_RETRY)
+    policy = retry or _default_policy()
     return {
-        **_limit_params(RunLimits()),
+        **_NO_LIMITS,
         "debounce_key": None,
         "debounce_max_wait": None,
         "run_id": run_store.new_run_id(),
@@ -225,7 +226,7 @@ def _params(
         "coalesce_key": scope(coalesce_key, tenant, what="coalesce_key"),
         "input": json_text(input, what="input"),
         "tenant_id": tenant,
-        "retry_policy": json_text(policy.as_json(), what="retry policy"),
+        "retry_policy": _policy_json(policy),
         "queue": queue,
         "priority": priority,
         "parent_run_id": parent_run_id,
@@ -235,6 +236,27 @@ def _params(
         # The caller's span, if it is traced: the run's attempts become its children.
         "trace_context": trace_context_json(tracing.current_context()),
     }
+
+
+def _default_policy() -> RetryPolicy:
+    """``DEFAULT_RETRY`` as a policy, validated once per value of the setting (it is read at each submit)."""
+    configured = durable_settings.DEFAULT_RETRY
+    try:
+        # Typed: 3 and 3.0 are equal keys, but only one of them may be a valid max_attempts.
+        return _policy_of(tuple((key, type(value), value) for key, value in sorted(configured.items())))
+    except (AttributeError, TypeError):  # not a dict of hashable values: validated (and refused) each time
+        return RetryPolicy.from_json(configured)
+
+
+@functools.lru_cache(maxsize=16)
+def _policy_of(items: tuple[tuple[str, type, Any], ...]) -> RetryPolicy:
+    return RetryPolicy.from_json({key: value for key, _, value in items})
+
+
+@functools.lru_cache(maxsize=128)
+def _policy_json(policy: RetryPolicy) -> str:
+    """A policy's JSON, made once per policy (a function's own, or the default): runs snapshot a few policies."""
+    return json_text(policy.as_json(), what="retry policy")
 
 
 def deadline_params(deadline: object) -> dict[str, Any]:
@@ -264,6 +286,8 @@ def _limit_params(limits: RunLimits) -> dict[str, Any]:
         "rate_per": limits.rate_per,
     }
 
+
+_NO_LIMITS = _limit_params(RunLimits())
 
 _JOIN_ATTEMPTS = 20
 

@@ -147,6 +147,27 @@ WHERE run_id = %(run_id)s AND attempts = %(token)s AND status = 'running' AND at
 RETURNING cancel_requested_at IS NOT NULL AND pivoted_at IS NULL
 """
 
+# Start claimed runs that waited for slots, together (the slots that asked at once). A run another
+# transaction has locked right now is reported busy and started on its own (START, which waits for the
+# lock), one that is no longer this holder's (or started already) as not held.
+START_MANY = """
+WITH held AS (SELECT * FROM unnest(%(run_ids)s::text[], %(tokens)s::int[]) AS h(run_id, token)),
+mine AS (
+    SELECT r.run_id FROM durable_run r JOIN held ON r.run_id = held.run_id AND r.attempts = held.token
+    WHERE r.status = 'running' AND r.attempt_started_at IS NULL
+    FOR NO KEY UPDATE OF r SKIP LOCKED
+),
+started AS (
+    UPDATE durable_run r SET attempt_started_at = now(), started_at = coalesce(r.started_at, now())
+    FROM mine WHERE r.run_id = mine.run_id
+    RETURNING r.run_id, r.attempts AS token, r.cancel_requested_at IS NOT NULL AND r.pivoted_at IS NULL AS cancel
+)
+SELECT held.run_id, held.token, started.run_id IS NOT NULL, coalesce(started.cancel, false),
+       EXISTS (SELECT 1 FROM durable_run r WHERE r.run_id = held.run_id AND r.attempts = held.token
+                                              AND r.status = 'running' AND r.attempt_started_at IS NULL)
+FROM held LEFT JOIN started ON started.run_id = held.run_id AND started.token = held.token
+"""
+
 # Hand held runs back (shutdown, or claimed runs no slot started in time) so another worker
 # takes them at once; counts nothing. A run whose cancel was requested is not handed back (see
 # CANCEL_REQUESTED).
@@ -314,6 +335,28 @@ def start(run_id: str, token: int) -> bool | None:
         cur.execute(START, {"run_id": run_id, "token": token})
         row = cur.fetchone()
     return None if row is None else row[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """What starting one claimed run did."""
+
+    # It started: from here it is an attempt that ran.
+    started: bool
+    # A cancel was requested (and no pivot step was journalled).
+    cancel_requested: bool
+    # Not started because another transaction had it locked: it is still this holder's (see START).
+    busy: bool
+
+
+def start_many(held: list[tuple[str, int]]) -> dict[tuple[str, int], Start]:
+    """Start claimed runs that waited for slots in one statement; one Start per (run_id, token)."""
+    with cursor() as cur:
+        cur.execute(START_MANY, _pairs(held))
+        return {
+            (run_id, token): Start(started, cancel, not started and still_waiting)
+            for run_id, token, started, cancel, still_waiting in cur.fetchall()
+        }
 
 
 def release(held: list[tuple[str, int]]) -> int:

@@ -20,6 +20,7 @@ from ..conf import durable_settings
 from ..states import TERMINAL_STATUSES, RunStatus
 from ..tenancy import unscope
 from ..types import RetryPolicy, Run, Schedule
+from . import pool
 
 # Channels: one wakes workers (payload: the queue), one announces landed runs (payload: run id).
 WAKE_CHANNEL = "durable_wake"
@@ -259,7 +260,7 @@ def session_connection_params(alias: str) -> dict[str, Any]:
         params.pop(django_only, None)
     if not durable_settings.prepares_statements(alias):
         params["prepare_threshold"] = None  # psycopg prepares a query it sees five times, by default
-    return params
+    return {**params, **pool.session_name()}
 
 
 @contextmanager

@@ -52,6 +52,46 @@ WITH fence AS (
 SELECT (SELECT cancel FROM fence), (SELECT result::text FROM inserted), (SELECT count(*) FROM pivot)
 """
 
+# Journal a step (not a pivot) under the fence in one statement: a row when this statement stored it
+# (the value as stored, and the run's cancel flag), none when the fence refused it or an entry was
+# there already (RECORD_STEP then tells which).
+RECORD_STEP_ALONE = """
+INSERT INTO durable_step (run_id, step_id, result, tenant_id, created_at)
+SELECT run_id, %(step_id)s, %(result)s::jsonb, tenant_id, now() FROM durable_run
+WHERE run_id = %(run_id)s AND attempts = %(token)s AND status = 'running'
+FOR SHARE
+ON CONFLICT (run_id, step_id) DO NOTHING
+RETURNING result::text,
+    (SELECT cancel_requested_at IS NOT NULL AND pivoted_at IS NULL FROM durable_run WHERE run_id = %(run_id)s)
+"""
+
+# Journal the steps several slots asked for at once, each under its own fence, in one statement. A
+# run another transaction has locked is skipped rather than waited for; a step this statement did not
+# store (locked, fenced off, or there already) gets no value, and RECORD_STEP decides it alone.
+RECORD_STEPS = """
+WITH given AS (
+    SELECT * FROM unnest(%(run_ids)s::text[], %(tokens)s::int[], %(step_ids)s::text[], %(results)s::text[])
+        WITH ORDINALITY AS g(run_id, token, step_id, result, n)
+), fence AS (
+    SELECT r.run_id, r.attempts, r.tenant_id, r.cancel_requested_at IS NOT NULL AND r.pivoted_at IS NULL AS cancel
+    FROM durable_run r
+    WHERE (r.run_id, r.attempts) IN (SELECT run_id, token FROM given) AND r.status = 'running'
+    FOR SHARE OF r SKIP LOCKED
+), inserted AS (
+    INSERT INTO durable_step (run_id, step_id, result, tenant_id, created_at)
+    SELECT given.run_id, given.step_id, given.result::jsonb, fence.tenant_id, now()
+    FROM given JOIN fence ON fence.run_id = given.run_id AND fence.attempts = given.token
+    ORDER BY given.n
+    ON CONFLICT (run_id, step_id) DO NOTHING
+    RETURNING run_id, step_id, result::text AS result
+)
+SELECT inserted.result, coalesce(fence.cancel, false)
+FROM given
+LEFT JOIN fence ON fence.run_id = given.run_id AND fence.attempts = given.token
+LEFT JOIN inserted ON fence.run_id IS NOT NULL AND inserted.run_id = given.run_id AND inserted.step_id = given.step_id
+ORDER BY given.n
+"""
+
 # Lock the held run for a suspension or a spawn; read its cancel flag and tenant.
 LOCK_HELD = """
 SELECT cancel_requested_at IS NOT NULL AND pivoted_at IS NULL, tenant_id::text FROM durable_run
@@ -214,6 +254,49 @@ def record_step(run_id: str, token: int, step_id: str, result_json: str, *, pivo
         stored = _stored_step(cur, run_id, step_id)
     assert stored is not None, "the insert conflicted with this very entry, so it is stored"
     return Recorded(stored[0], bool(cancel) and not pivoted)
+
+
+@dataclass(frozen=True, slots=True)
+class StepWrite:
+    """A step (not a pivot) to journal under its attempt's fence."""
+
+    run_id: str
+    token: int
+    step_id: str
+    result_json: str
+
+
+@dataclass(frozen=True, slots=True)
+class StepWritten:
+    """What journalling a step in a batch did."""
+
+    # The value as this statement stored it (JSON), or None: decide it alone with record_step().
+    stored: str | None
+    # A cancel was requested (and no pivot step was journalled); meaningful when stored.
+    cancel_requested: bool
+
+
+def record_steps(writes: list[StepWrite]) -> list[StepWritten]:
+    """Journal steps, one statement for them all (one alone: its own plainer statement); one outcome per write."""
+    with cursor() as cur:
+        if len(writes) == 1:
+            [write] = writes
+            cur.execute(
+                RECORD_STEP_ALONE,
+                {"run_id": write.run_id, "token": write.token, "step_id": write.step_id, "result": write.result_json},
+            )
+            row = cur.fetchone()
+            return [StepWritten(None, False) if row is None else StepWritten(row[0], bool(row[1]))]
+        cur.execute(
+            RECORD_STEPS,
+            {
+                "run_ids": [write.run_id for write in writes],
+                "tokens": [write.token for write in writes],
+                "step_ids": [write.step_id for write in writes],
+                "results": [write.result_json for write in writes],
+            },
+        )
+        return [StepWritten(stored, bool(cancel)) for stored, cancel in cur.fetchall()]
 
 
 def _lock_held(cur: CursorWrapper, run_id: str, token: int) -> tuple[bool, str | None]:

@@ -5,9 +5,11 @@ short, a batch ahead of them) and sleeps on an event that a NOTIFY, a
 finished attempt or the poll timeout sets. Slot threads execute attempts. The
 heartbeat thread renews leases, the listener thread hears NOTIFY (behind a
 transaction pooler only through ``LISTEN_DATABASE``; without one the poll
-wakes the loop), the scheduler thread fires cron schedules. Every thread keeps
-its own database connection and replaces it only when it breaks; none may die
-of an error.
+wakes the loop), the scheduler thread fires cron schedules. The engine's reads
+and writes, from every thread, share a few connections
+(``DURABLE["ENGINE_CONNECTIONS"]``, see ``engine/lifecycle.py``); the listener
+keeps a session of its own, and a handler's own queries use its slot thread's
+connection. A broken connection is replaced; no thread may die of an error.
 
 When the database cannot be reached the worker stops starting attempts and
 drops the claimed runs it had not started (their leases expire; reclaiming
@@ -41,7 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from django.db import DatabaseError, connections
+from django.db import DatabaseError, close_old_connections, connections
 
 from .. import faults
 from ..conf import durable_settings
@@ -192,12 +194,13 @@ class Worker:
         if self.metrics is not None:
             self.metrics.track(self.pool)
             telemetry.observe(self.metrics)
-        self._record_presence(lifecycle.worker_started, "record itself")
-        self._start_threads()
-        try:
-            self._claim_loop()
-        finally:
-            self._shutdown()
+        with lifecycle.engine_connections(opts.worker_id):
+            self._record_presence(lifecycle.worker_started, "record itself")
+            self._start_threads()
+            try:
+                self._claim_loop()
+            finally:
+                self._shutdown()
 
     def _record_presence(self, write: Callable[[lifecycle.WorkerIdentity], None], what: str) -> None:
         """Write this worker's row; a database that cannot take it now only delays the workers page."""
@@ -396,6 +399,9 @@ class Worker:
                         extra=telemetry.log_fields(attempt),
                     )
                     self.pool.done(slot, attempt, ran=False)
+                # An attempt is the worker's request: the handler's own connections (the engine's are
+                # shared apart) are closed or kept as CONN_MAX_AGE says, and go back to OPTIONS["pool"].
+                close_old_connections()
                 self._wake.set()
                 if self.pool.is_abandoned(slot):
                     # Another thread took this slot while the handler overstayed: this one is done.

@@ -42,7 +42,9 @@ class ReconcilerThread(threading.Thread):
                 wait = durable_settings.RECONCILE_SECONDS * random.uniform(0.9, 1.1)
                 try:
                     faults.reach("reconciler.pass")
-                    self.on_repairs(self.reconciler.run_pass())
+                    with lifecycle.engine_connection():
+                        repairs = self.reconciler.run_pass()
+                    self.on_repairs(repairs)
                     retry = RETRY_SECONDS
                 except DatabaseError as exc:
                     lifecycle.reset_connection()

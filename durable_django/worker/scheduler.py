@@ -70,7 +70,8 @@ class SchedulerThread(threading.Thread):
         try:
             while not self.halt_event.is_set():
                 try:
-                    wait = self.step()
+                    with lifecycle.engine_connection():
+                        wait = self.step()
                 except DatabaseError as exc:
                     wait = self._back_off()
                     logger.warning("scheduler: database error (%s); retrying in %.1fs", exc, wait)

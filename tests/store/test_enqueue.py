@@ -143,3 +143,15 @@ def test_bad_input_raises_a_typed_error_and_writes_nothing(call, error):
     with pytest.raises(error):
         call()
     assert count_runs() == 0
+
+
+def test_each_submit_snapshots_default_retry_as_it_is_set_then(settings):
+    base = dict(settings.DURABLE["DEFAULT_RETRY"])
+    assert api.enqueue("tests.noop").retry_policy.max_attempts == base["max_attempts"]
+    settings.DURABLE = {**settings.DURABLE, "DEFAULT_RETRY": {**base, "max_attempts": 7}}
+    assert api.enqueue("tests.noop").retry_policy.max_attempts == 7
+    # Equal to 7 but not a whole number of type int: refused, though a valid 7 was seen before.
+    settings.DURABLE = {**settings.DURABLE, "DEFAULT_RETRY": {**base, "max_attempts": 7.0}}
+    with pytest.raises(InvalidInput):
+        api.enqueue("tests.noop")
+    assert count_runs() == 2

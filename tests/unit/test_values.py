@@ -132,6 +132,26 @@ def test_system_checks_report_invalid_declared_schedules_and_purge_after(setting
     }
 
 
+@pytest.mark.parametrize("value", [0, -1, 2.5, "4", True, None])
+def test_a_system_check_refuses_engine_connections_that_are_not_a_positive_integer(settings, value):
+    from durable_django.checks import check_settings
+
+    settings.DURABLE = {**settings.DURABLE, "ENGINE_CONNECTIONS": value}
+    assert [error.id for error in check_settings()] == ["durable_django.E030"]
+    settings.DURABLE = {**settings.DURABLE, "ENGINE_CONNECTIONS": 1}
+    assert check_settings() == []
+
+
+def test_a_retry_policys_json_holds_every_field():
+    import dataclasses
+
+    from durable_django.types import RetryPolicy
+
+    policy = RetryPolicy(max_attempts=5, initial_delay=0.5, max_delay=9.0, backoff=3.0, jitter=0.25)
+    assert policy.as_json() == dataclasses.asdict(policy)
+    assert RetryPolicy.from_json(policy.as_json()) == policy
+
+
 def test_batch_run_ids_are_distinct_version_4_uuids():
     from durable_django.store.runs import new_run_ids
 

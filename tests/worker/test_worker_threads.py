@@ -33,26 +33,42 @@ def worker_thread():
 
     thread = threading.Thread(target=run, name="worker-under-test")
     thread.start()
-    yield thread, errors
+    yield thread, errors, worker
     worker.request_stop()
     thread.join(timeout=60)
     assert not thread.is_alive()
 
 
 def test_a_connection_cut_between_a_claim_and_the_next_due_query_does_not_stop_the_worker(worker_thread):
-    thread, errors = worker_thread
+    thread, errors, worker = worker_thread
     cut = threading.Event()
+    ended = []
 
     def cut_once():
         if not cut.is_set():
+            ended.append(cut_the_engines_connections(worker.options.worker_id))
             cut.set()
-            cut_this_threads_connection()
 
     with faults.injected("worker.claimed", cut_once):
         wait_until(cut.is_set, message="the claim loop to claim")
         run = api.enqueue("tests.noop", {"after": "the cut"})
         wait_until(lambda: api.get_run(run.run_id).status == "succeeded", message="the run enqueued after the cut")
     assert thread.is_alive() and errors == []
+    assert ended[0] >= 1
+
+
+def cut_the_engines_connections(worker_id):
+    """Have the server end the connections the worker's engine shares (the claim loop's among them).
+
+    Returns:
+        How many it ended.
+    """
+    with psycopg.connect(subprocess_database_url(), autocommit=True) as other:
+        return other.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = %s AND query NOT LIKE 'LISTEN%%'",
+            [f"durable_worker {worker_id}"],
+        ).fetchone()[0]
 
 
 def cut_this_threads_connection():

@@ -162,6 +162,25 @@ def busy_steps(ctx, input):
     return "finished"
 
 
+@durable_function("tests.busy_until_released")
+def busy_until_released(ctx, input):
+    """A step every 10 ms until the effects file "release" exists (or input["steps"] were taken); with
+    input["orm"], each step's function also makes a query of the handler's own through the ORM."""
+    index = 0
+    while not effects.exists("release") and index < input.get("steps", float("inf")):
+        ctx.step("tick", lambda: _tick(input.get("orm", False)), occurrence=index)
+        index += 1
+    return index
+
+
+def _tick(orm: bool) -> None:
+    time.sleep(0.01)
+    if orm:
+        from django.contrib.auth.models import User
+
+        User.objects.exists()
+
+
 @durable_function("tests.quick_then_done")
 def quick_then_done(ctx, input):
     return ctx.step("only", lambda: "value")
