@@ -18,7 +18,8 @@ SEED_DEFINITIONS = {
         "(status, name, created_at)",
         "(tenant_id, status, name, created_at)",
         "(status, updated_at)",
-        "(created_at DESC, run_id DESC)",
+        # The seed's listing index, carrying each run's status for the overview's index-only count.
+        "(created_at DESC, run_id DESC) INCLUDE (status)",
         "(tenant_id, created_at DESC, run_id DESC)",
     },
     "durable_step": {"UNIQUE (run_id, step_id)"},
@@ -49,6 +50,7 @@ OWN_DEFINITIONS = {
         "(available_at) WHERE ((available_at IS NOT NULL) AND (status = 'pending'::text))",
         "(coalesce_key) WHERE (coalesce_key IS NOT NULL)",
         "(name, version, available_at, updated_at) WHERE (status = 'pending'::text)",
+        "(status, created_at DESC, run_id DESC)",
     },
     "durable_step": set(),
     "durable_schedule": set(),
