@@ -45,3 +45,14 @@ def unkeyed(ctx, input):
 def rated(ctx, input):
     """A no-op whose attempts start at most 1,000 times in any second, across every worker."""
     return None
+
+
+@durable_function("bench.working")
+def working(ctx, input):
+    """A step, then ``seconds`` of work in ``reports`` parts, each reported with ctx.set_progress, then a step."""
+    ctx.step("begin", lambda: None)
+    for part in range(input["reports"]):
+        time.sleep(input["seconds"] / input["reports"])
+        ctx.set_progress({"done": part + 1, "of": input["reports"]})
+    ctx.step("end", lambda: None)
+    return None
