@@ -186,6 +186,7 @@ def alternate(measure: Callable[[str], float], rounds: int = ROUNDS) -> dict[str
         for alias in SIDES:
             with on(alias):
                 results[alias].append(measure(alias))
+    print(f"  {measure.__name__}: " + ", ".join(f"{alias} {results[alias]}" for alias in SIDES), flush=True)
     return results
 
 
