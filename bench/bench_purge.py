@@ -97,7 +97,7 @@ def purge(batch_size: int) -> tuple[int, int, float, float]:
     """Purge like api.purge_finished, batch by batch; returns (runs, batches, seconds, slowest batch)."""
     from django.utils import timezone
 
-    from durable_django.store import runs
+    from durable_django.store import purge as purge_store
 
     cutoff = timezone.now() - timedelta(days=1)
     deleted = batches = 0
@@ -106,7 +106,7 @@ def purge(batch_size: int) -> tuple[int, int, float, float]:
     started = time.perf_counter()
     while True:
         batch_started = time.perf_counter()
-        count, position = runs.purge_batch(cutoff, batch_size, position)
+        count, position = purge_store.purge_batch(cutoff, batch_size, position)
         slowest = max(slowest, time.perf_counter() - batch_started)
         deleted += count
         batches += 1

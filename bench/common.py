@@ -134,6 +134,8 @@ def record(benchmark: str, measured: str, ratio: str = "", target: str = "") -> 
 
 
 def print_table() -> None:
+    if not RESULTS:
+        return
     headers = ("benchmark", "measured", "ratio", "target")
     widths = [max(len(h), *(len(r[i]) for r in RESULTS)) for i, h in enumerate(headers)]
     line = " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))

@@ -77,3 +77,14 @@ def gather(ctx, input):
     """Spawn input["children"] no-op children and wait for all of them; returns how many results came back."""
     ids = ctx.spawn_many("children", "bench.noop", [None] * input["children"])
     return len(ctx.wait_for_all("gather", ids))
+
+
+@durable_function("bench.working")
+def working(ctx, input):
+    """A step, then ``seconds`` of work in ``reports`` parts, each reported with ctx.set_progress, then a step."""
+    ctx.step("begin", lambda: None)
+    for part in range(input["reports"]):
+        time.sleep(input["seconds"] / input["reports"])
+        ctx.set_progress({"done": part + 1, "of": input["reports"]})
+    ctx.step("end", lambda: None)
+    return None

@@ -1,7 +1,8 @@
 """Run every benchmark against one PostgreSQL server and print a table of ratios.
 
 Usage: ``python bench/run_all.py [--only store,e2e,peers,sleep,purge,flow,obs,fanout,scale,connections]
-[--runs 5000] ...``
+[--runs 5000] ...``, or ``python bench/run_all.py --big [--big-runs 10000000] [--sustained-minutes 10]`` for
+the big tables and the sustained load
 (an embedded pgserver in a temporary directory when DATABASE_URL is unset).
 """
 
@@ -42,8 +43,20 @@ def main() -> None:
     parser.add_argument(
         "--layouts", default="1x8,1x16,2x8", help="worker layouts to try, PROCESSESxCONCURRENCY, comma-separated"
     )
+    parser.add_argument(
+        "--big", action="store_true", help="only issue 17: big tables vs small, then the sustained load (bloat)"
+    )
+    parser.add_argument("--big-runs", type=int, default=10_000_000, help="finished runs (3 steps each) of --big")
+    parser.add_argument("--big-pending", type=int, default=1_000_000, help="pending runs of --big")
+    parser.add_argument("--big-purge", type=int, default=100_000, help="oldest finished runs --big purges")
+    parser.add_argument(
+        "--sustained-minutes", type=float, default=10.0, help="length of the sustained-load benchmark (0: skip it)"
+    )
+    parser.add_argument(
+        "--bloat-runs", type=int, default=1_000_000, help="finished runs under --only bloat's sustained load"
+    )
     args = parser.parse_args()
-    only = set(args.only.split(","))
+    only = {"big"} if args.big else set(args.only.split(","))
     common.setup_django()
     print(f"server: {os.environ['DATABASE_URL'].split('@')[-1]}", flush=True)
     try:
@@ -87,6 +100,14 @@ def main() -> None:
             from bench import bench_connections
 
             bench_connections.main()
+        if "big" in only:
+            from bench import bench_big
+
+            bench_big.main(args.big_runs, args.big_pending, args.big_purge, args.sustained_minutes)
+        if "bloat" in only:
+            from bench import bench_bloat
+
+            bench_bloat.main(args.sustained_minutes, args.bloat_runs)
     finally:
         common.print_table()
 

@@ -155,9 +155,15 @@ class Run(DurableModel):
             models.Index(fields=["tenant_id", "status", "name", "created_at"], name="durable_run_tenant_status"),
             # The seed's purge index: finished runs by landing time.
             models.Index(fields=["status", "updated_at"], name="durable_run_purge"),
-            # The seed's listing indexes: newest first, keyset on (created_at, run_id).
-            models.Index(F("created_at").desc(), F("run_id").desc(), name="durable_run_listing"),
-            models.Index("tenant_id", F("created_at").desc(), F("run_id").desc(), name="durable_run_tenant_listing"),
+            # The seed's listing indexes: newest first (read backward), keyset on (created_at, run_id). They are
+            # ascending, so each new run lands on the rightmost page and splits leave full pages (a descending
+            # index grows at its leftmost page, half-empty pages, twice the size). The first carries the
+            # status, so the overview counts the newest runs by status from the index alone.
+            models.Index(fields=["created_at", "run_id"], name="durable_run_listing", include=["status"]),
+            models.Index(fields=["tenant_id", "created_at", "run_id"], name="durable_run_tenant_listing"),
+            # The listing filtered by status: the listing index would read every newer run of another status
+            # first (a million pending runs before the first failed one).
+            models.Index(fields=["status", "created_at", "run_id"], name="durable_run_status_listing"),
             # The claim reads pending runs in its own order (priority, then age);
             # the seed's (status, name, created_at) cannot order a claim over many names.
             models.Index(

@@ -1,6 +1,6 @@
 """The runs admin: a listing that stays fast on millions of rows, a run's page, and the run operations.
 
-The listing orders by the listing index (``created_at DESC, run_id DESC``) and
+The listing orders by the listing index (newest first, ``created_at DESC, run_id DESC``) and
 allows no other sort, shows no facet counts, counts exactly only up to a bound
 and takes the planner's estimate beyond it; its overview reads capped,
 indexed windows. Records are read only; every change goes through the client

@@ -18,8 +18,10 @@ SEED_DEFINITIONS = {
         "(status, name, created_at)",
         "(tenant_id, status, name, created_at)",
         "(status, updated_at)",
-        "(created_at DESC, run_id DESC)",
-        "(tenant_id, created_at DESC, run_id DESC)",
+        # The seed's listing indexes, ascending (read backward for newest first), the first carrying each
+        # run's status for the overview's index-only count.
+        "(created_at, run_id) INCLUDE (status)",
+        "(tenant_id, created_at, run_id)",
     },
     "durable_step": {"UNIQUE (run_id, step_id)"},
     "durable_rate_start": set(),
@@ -51,6 +53,7 @@ OWN_DEFINITIONS = {
         "(available_at) WHERE ((available_at IS NOT NULL) AND (status = 'pending'::text))",
         "(coalesce_key) WHERE (coalesce_key IS NOT NULL)",
         "(name, version, available_at, updated_at) WHERE (status = 'pending'::text)",
+        "(status, created_at, run_id)",
     },
     "durable_step": set(),
     "durable_schedule": set(),
@@ -71,6 +74,20 @@ def index_definitions(table):
 @pytest.mark.parametrize("table", sorted(SEED_DEFINITIONS))
 def test_indexes_match_the_seed_definitions_and_nothing_else(table):
     assert index_definitions(table) == SEED_DEFINITIONS[table] | OWN_DEFINITIONS[table]
+
+
+def test_the_run_and_journal_tables_carry_their_vacuum_settings():
+    # Migration 0008: the run table is vacuumed early and always with its indexes (docs/guide.md, "Large tables").
+    options = dict(sql("SELECT relname, reloptions FROM pg_class WHERE relname IN ('durable_run', 'durable_step')"))
+    assert set(options["durable_run"]) == {
+        "autovacuum_vacuum_scale_factor=0.005",
+        "autovacuum_vacuum_threshold=1000",
+        "vacuum_index_cleanup=on",
+        "autovacuum_vacuum_insert_scale_factor=0.005",
+        "autovacuum_vacuum_insert_threshold=1000",
+        "autovacuum_analyze_scale_factor=0.01",
+    }
+    assert options["durable_step"] == ["autovacuum_vacuum_scale_factor=0.01"]
 
 
 def test_no_like_pattern_indexes_on_text_keys():
