@@ -36,7 +36,7 @@ class Migration(migrations.Migration):
     """
 
     dependencies = [
-        ("durable_django", "0007_observability"),
+        ("durable_django", "0008_fanout_deadlines"),
     ]
 
     operations = [
