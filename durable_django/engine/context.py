@@ -159,7 +159,7 @@ class Context(RunFacts):
         and return the call's step id."""
         self._check()
         sid = StepId.of(self._run.version, name, occurrence)
-        self._outside_handler_transaction(f"ctx.{sid.name!r}")
+        self._outside_handler_transaction(sid)
         return str(sid)
 
     def _check(self) -> None:
@@ -168,12 +168,14 @@ class Context(RunFacts):
             raise Suspended()
         self._attempt.check()
 
-    def _outside_handler_transaction(self, call: str) -> None:
+    def _outside_handler_transaction(self, call: StepId | str) -> None:
+        """Refuse a context call (a step's id, or the call's name) made inside the handler's own transaction."""
         if len(connection().atomic_blocks) > self._atomic_depth:
             # The journal write would join the handler's transaction: a suspension could roll
             # back its own record, and a step's value could vanish with the handler's rollback.
+            named = f"ctx.{call.name!r}" if isinstance(call, StepId) else call
             raise InvalidInput(
-                f"{call} was called inside a transaction.atomic() block the handler opened: durable "
+                f"{named} was called inside a transaction.atomic() block the handler opened: durable "
                 "context calls write their own transactions; call them outside the block"
             )
 

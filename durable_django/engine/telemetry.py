@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
 from . import tracing
@@ -68,9 +68,21 @@ def attempt_started(attempt: Attempt) -> None:
         observer.attempt_started(attempt)
 
 
+_UNSEEN = nullcontext()
+
+
+def step(attempt: Attempt, name: str, occurrence: int) -> AbstractContextManager[None]:
+    """Around a step that executes: its span, and its count once its value is journalled.
+
+    With no observer and no span recording it is nothing at all: every step crosses it.
+    """
+    if not _observers and not tracing.recording(attempt):
+        return _UNSEEN
+    return _seen_step(attempt, name, occurrence)
+
+
 @contextmanager
-def step(attempt: Attempt, name: str, occurrence: int) -> Iterator[None]:
-    """Around a step that executes: its span, and its count once its value is journalled."""
+def _seen_step(attempt: Attempt, name: str, occurrence: int) -> Iterator[None]:
     with tracing.step(attempt, name, occurrence):
         yield
     for observer in _observers:

@@ -106,6 +106,12 @@ def current(attempt: Attempt) -> Iterator[None]:
         otel_context.detach(token)
 
 
+def recording(attempt: Attempt) -> bool:
+    """The attempt's span records (an SDK is configured): each step that executes gets a span of its own."""
+    span = attempt.span
+    return span is not None and span.is_recording()
+
+
 @contextmanager
 def step(attempt: Attempt, name: str, occurrence: int) -> Iterator[None]:
     """A span ``durable.step {name}``, current while the step's function runs and its value is journalled."""

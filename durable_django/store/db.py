@@ -6,6 +6,7 @@ import functools
 import json
 import random
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
@@ -15,6 +16,8 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, InterfaceError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
+from psycopg.adapt import AdaptersMap
+from psycopg.types.datetime import TimestamptzLoader
 
 from ..conf import durable_settings
 from ..states import TERMINAL_STATUSES, RunStatus
@@ -34,15 +37,48 @@ _T = TypeVar("_T")
 # A row as a cursor returns it; the statement that read it says what each column holds.
 Row = Sequence[Any]
 
+_TIMESTAMPTZ = psycopg.adapters.types["timestamptz"].oid
+
+
+class _StoreCursor(psycopg.Cursor[Any]):
+    """A psycopg cursor whose parameters and results go through ``loading``: adapters shared by the store's
+    cursors on one connection (the connection's own, but psycopg's ``timestamptz`` loader for Django's)."""
+
+    __slots__ = ("_loading",)
+
+    def __init__(self, connection: psycopg.Connection[Any], loading: AdaptersMap) -> None:
+        super().__init__(connection)
+        self._loading = loading
+
+    @property
+    def adapters(self) -> AdaptersMap:
+        return self._loading
+
+
+# Per connection: its adapters with psycopg's own timestamptz loader (see cursor()).
+_LOADING: weakref.WeakKeyDictionary[psycopg.Connection[Any], AdaptersMap] = weakref.WeakKeyDictionary()
+
+
+def _store_cursor(raw: psycopg.Connection[Any], conn: BaseDatabaseWrapper) -> psycopg.Cursor[Any]:
+    """A cursor on ``raw`` that loads ``timestamptz`` in C when that gives what Django's loader gives."""
+    if conn.timezone is None or raw.info.timezone != conn.timezone:
+        return psycopg.Cursor(raw)
+    loading = _LOADING.get(raw)
+    if loading is None:
+        loading = AdaptersMap(raw.adapters)
+        loading.register_loader(_TIMESTAMPTZ, TimestamptzLoader)
+        _LOADING[raw] = loading
+    return _StoreCursor(raw, loading)
+
 
 def connection(alias: str | None = None) -> BaseDatabaseWrapper:
     """This thread's Django connection on ``alias``: by default the one the durable tables live on."""
     return connections[alias or durable_settings.DATABASE]
 
 
-@contextmanager
-def cursor(alias: str | None = None) -> Iterator[CursorWrapper]:
-    """A cursor on Django's own connection (so it joins the caller's transaction) with server-side binding.
+def cursor(alias: str | None = None) -> CursorWrapper:
+    """A cursor on Django's own connection (so it joins the caller's transaction) with server-side binding,
+    for a ``with`` block (it is closed at the end).
 
     The store's statements are few and fixed; binding parameters on the server
     lets PostgreSQL keep their plans (prepared statements), which halves the
@@ -52,15 +88,18 @@ def cursor(alias: str | None = None) -> Iterator[CursorWrapper]:
     through Django's cursor wrapper (error mapping, execute wrappers); while
     queries are logged, Django's own cursor is used.
 
+    Django reads a ``timestamptz`` in Python, so as to give it the alias's time
+    zone; where the session's time zone is that one already (always, with
+    ``USE_TZ``), psycopg's own loader gives the same aware datetime, in C, for
+    a tenth of the cost: a run's row holds several.
+
     Args:
         alias: the alias to read from (``READ_DATABASE`` for operator views); the durable alias by default.
     """
     conn = connection(alias)
     if conn.queries_logged:
         # DEBUG or a test capturing queries: Django's own cursor records the SQL as sent.
-        with conn.cursor() as cur:
-            yield cur
-        return
+        return conn.cursor()
     conn.ensure_connection()
     raw: psycopg.Connection[Any] = conn.connection
     if raw.prepare_threshold is None and durable_settings.prepares_statements(conn.alias):
@@ -69,8 +108,7 @@ def cursor(alias: str | None = None) -> Iterator[CursorWrapper]:
         raw.prepare_threshold = 0
     conn.validate_thread_sharing()
     # make_cursor() wraps the DB-API cursor it is given; django-stubs types its argument as a CursorWrapper.
-    with conn.make_cursor(psycopg.Cursor(raw)) as cur:  # type: ignore[arg-type]
-        yield cur
+    return conn.make_cursor(_store_cursor(raw, conn))  # type: ignore[arg-type]
 
 
 # SQLSTATEs a transaction may hit however well it orders its locks; it is simply run again.

@@ -1,6 +1,6 @@
 import json
 import uuid
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import transaction
@@ -155,3 +155,18 @@ def test_each_submit_snapshots_default_retry_as_it_is_set_then(settings):
     with pytest.raises(InvalidInput):
         api.enqueue("tests.noop")
     assert count_runs() == 2
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"delay": 60, "priority": 5, "queue": "q"},
+        {"idempotency_key": "order-1", "tenant_id": "7C9E6679-7425-40DE-944B-E07FC1F90AE7"},
+        {"coalesce_key": "sync", "available_at": datetime(2031, 5, 1, 12, 0, tzinfo=UTC)},
+        {"deadline": timedelta(hours=1)},
+    ],
+)
+def test_the_run_enqueue_returns_is_the_run_as_stored(options):
+    run = api.enqueue("tests.noop", {"b": [1, 2.5, "x"], "a": None, "é": "ü"}, **options)
+    assert run == api.get_run(run.run_id, tenant_id=options.get("tenant_id"))
