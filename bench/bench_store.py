@@ -1,11 +1,15 @@
 """Issues 2 and 17: enqueue, a step, and claim+complete through the store against the same operations as raw SQL.
 
 Enqueue and steps alternate with their raw baselines in chunks of ``CHUNK``, so
-that drift in the load of the (shared) machine hits both sides alike.
+that drift in the load of the (shared) machine hits both sides alike. Then each
+call's cost is split (``cost_split``): wall time, the client's CPU and its
+PostgreSQL backend's, for the raw statement, the store's statement sent by plain
+psycopg, and the call through the API, interleaved call by call.
 """
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 
@@ -86,6 +90,110 @@ def steps_vs_raw(n: int) -> tuple[float, float]:
         )
 
 
+def _backend_pid(conn) -> int:
+    """The server process of a connection (psycopg's, or Django's)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT pg_backend_pid()")
+        return cur.fetchone()[0]
+
+
+def _backend_cpu(pid: int) -> float | None:
+    """CPU seconds used so far by the PostgreSQL backend ``pid`` (None unless the server is local)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _split(n: int, sides: dict) -> dict[str, tuple[float, float, float | None]]:
+    """Per call of each side ({name: (backend pid, call)}), interleaved: (wall, client CPU, server CPU) in µs."""
+    wall = dict.fromkeys(sides, 0.0)
+    client = dict.fromkeys(sides, 0.0)
+    server = {name: _backend_cpu(pid) for name, (pid, _) in sides.items()}
+    for index in range(n):
+        for name, (_, call) in sides.items():
+            began, cpu = time.perf_counter(), time.thread_time()
+            call(index)
+            client[name] += time.thread_time() - cpu
+            wall[name] += time.perf_counter() - began
+    costs = {}
+    for name, (pid, _) in sides.items():
+        start, end = server[name], _backend_cpu(pid)
+        used = None if start is None or end is None else (end - start) / n * 1e6
+        costs[name] = (wall[name] / n * 1e6, client[name] / n * 1e6, used)
+    return costs
+
+
+def _record_split(what: str, costs: dict[str, tuple[float, float, float | None]]) -> None:
+    names = list(costs)
+    walls = " / ".join(f"{costs[name][0]:.0f}" for name in names)
+    clients = " / ".join(f"{costs[name][1]:.0f}" for name in names)
+    servers = " / ".join("?" if costs[name][2] is None else f"{costs[name][2]:.0f}" for name in names)
+    record(
+        f"{what} per call: {' / '.join(names)}",
+        f"wall {walls} us; client CPU {clients}; server CPU {servers}",
+        f"{costs[names[0]][0] / costs[names[-1]][0]:.2f}",
+    )
+
+
+def cost_split(n: int) -> None:
+    """Where an enqueue's and a step's time goes, against their raw baselines (see the module's docstring)."""
+    from django.db import connection
+
+    from durable_django import api
+    from durable_django.conf import durable_settings
+    from durable_django.engine import lifecycle, submit
+    from durable_django.engine.context import Context
+    from durable_django.store import journal, pool, runs
+
+    reset_tables()
+    params = submit.build("bench.noop")
+    with raw_connect() as raw, raw_connect() as plain:
+        plain.prepare_threshold = 0  # as the store's statements are
+        _record_split(
+            "enqueue",
+            _split(
+                n,
+                {
+                    "raw INSERT + NOTIFY": (
+                        _backend_pid(raw),
+                        lambda i: raw.execute(RAW_INSERT_NOTIFY, [str(uuid.uuid4())]),
+                    ),
+                    "its statement by psycopg": (
+                        _backend_pid(plain),
+                        lambda i: plain.execute(runs.INSERT_RUN, {**params, "run_id": str(uuid.uuid4())}),
+                    ),
+                    "api.enqueue": (_backend_pid(connection), lambda i: api.enqueue("bench.noop")),
+                },
+            ),
+        )
+        reset_tables()
+        api.enqueue("bench.noop")
+        bounds = lifecycle.claim_bounds(functions=["bench.noop"], queues=None, tenant_id=None)
+        [attempt] = lifecycle.claim(limit=1, start_now=1, worker_id="bench", bounds=bounds)
+        ctx, (run_id, token), raw_run = Context(attempt), attempt.held, str(uuid.uuid4())
+        with pool.installed(durable_settings.DATABASE, 1, "durable_worker bench"):
+            with pool.borrowed():
+                engine = _backend_pid(connection)  # the pool's one connection, which ctx.step borrows
+            step = {"run_id": run_id, "token": token, "result": "null"}
+            _record_split(
+                "step",
+                _split(
+                    n,
+                    {
+                        "raw INSERT": (_backend_pid(raw), lambda i: raw.execute(RAW_STEP, [raw_run, f"v1:noop:{i}"])),
+                        "its statement by psycopg": (
+                            _backend_pid(plain),
+                            lambda i: plain.execute(journal.RECORD_STEP_ALONE, {**step, "step_id": f"p:{i}"}),
+                        ),
+                        "ctx.step": (engine, lambda i: ctx.step("noop", lambda: None, occurrence=i)),
+                    },
+                ),
+            )
+
+
 def store_claim_complete(n: int) -> float:
     from durable_django.store import claims, landing
     from durable_django.worker.loop import WorkerOptions
@@ -153,6 +261,7 @@ def main(n: int) -> None:
         f"{store_cc / raw_cc:.2f}",
         ">= 0.70",
     )
+    cost_split(n)
 
 
 def store_claim_complete_after_enqueue(n: int) -> float:

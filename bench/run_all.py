@@ -27,7 +27,7 @@ def main() -> None:
     parser.add_argument("--store-runs", type=int, default=3000, help="runs for the store vs raw benchmark")
     parser.add_argument("--runs", type=int, default=5000, help="no-op runs for the end-to-end benchmarks")
     parser.add_argument("--peer-rounds", type=int, default=3, help="rounds alternating durable_worker and the peers")
-    parser.add_argument("--step-runs", type=int, default=10, help="runs of 100 steps")
+    parser.add_argument("--step-runs", type=int, default=50, help="runs of 100 steps (each round)")
     parser.add_argument("--latency-tries", type=int, default=50)
     parser.add_argument("--sleepers", type=int, default=10000)
     parser.add_argument("--sleep-seconds", type=float, default=20.0)
