@@ -1,6 +1,6 @@
 from django.db import migrations, models
 
-# The run table is vacuumed once 0.5% of its rows (plus 1,000) are dead, not PostgreSQL's 20%, and always
+# The run table is vacuumed once 0.2% of its rows (plus 1,000) are dead, not PostgreSQL's 20%, and always
 # with its indexes: its live runs are a sliver of a large table, so their dead versions (every claim, renewal
 # and landing leaves one in each index it touches) sit on under 2% of its pages, where PostgreSQL would skip
 # the indexes and leave those pages' space unrecorded (the table then grows by every dead version). It is
@@ -8,10 +8,10 @@ from django.db import migrations, models
 # of its rows changed (PostgreSQL: 10%), so the planner's view of pending and running runs follows the
 # backlog. The journal is written once and deleted by the purge: vacuumed once 1% of its rows are dead.
 RUN_STORAGE = {
-    "autovacuum_vacuum_scale_factor": "0.005",
+    "autovacuum_vacuum_scale_factor": "0.002",
     "autovacuum_vacuum_threshold": "1000",
     "vacuum_index_cleanup": "on",
-    "autovacuum_vacuum_insert_scale_factor": "0.005",
+    "autovacuum_vacuum_insert_scale_factor": "0.002",
     "autovacuum_vacuum_insert_threshold": "1000",
     "autovacuum_analyze_scale_factor": "0.01",
 }

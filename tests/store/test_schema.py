@@ -80,10 +80,10 @@ def test_the_run_and_journal_tables_carry_their_vacuum_settings():
     # Migration 0008: the run table is vacuumed early and always with its indexes (docs/guide.md, "Large tables").
     options = dict(sql("SELECT relname, reloptions FROM pg_class WHERE relname IN ('durable_run', 'durable_step')"))
     assert set(options["durable_run"]) == {
-        "autovacuum_vacuum_scale_factor=0.005",
+        "autovacuum_vacuum_scale_factor=0.002",
         "autovacuum_vacuum_threshold=1000",
         "vacuum_index_cleanup=on",
-        "autovacuum_vacuum_insert_scale_factor=0.005",
+        "autovacuum_vacuum_insert_scale_factor=0.002",
         "autovacuum_vacuum_insert_threshold=1000",
         "autovacuum_analyze_scale_factor=0.01",
     }
