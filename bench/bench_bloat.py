@@ -53,7 +53,10 @@ LEASE_INDEX = "CREATE INDEX durable_run_leases ON durable_run (leased_until) WHE
 
 
 def counters(conn) -> tuple[int, int, int]:
-    """(updates, heap-only updates, WAL position) of durable_run, once the statistics have been flushed."""
+    """(updates, heap-only updates, WAL position) of durable_run, once the statistics have been flushed.
+
+    The WAL position is the server's: measured while nothing else writes (full-page images included).
+    """
     time.sleep(1.2)  # a backend flushes its table statistics at most once a second
     conn.execute("SELECT pg_stat_clear_snapshot()")
     upd, hot, lsn = conn.execute(STATS).fetchone()
@@ -290,7 +293,12 @@ def sustained(minutes: float) -> None:
         landed = conn.execute(
             "SELECT count(*) FROM durable_run WHERE status = 'succeeded' AND updated_at >= %s", [since]
         ).fetchone()[0]
+        # What one of those autovacuums costs (unthrottled here): the heap's changed pages and every index.
+        began = time.perf_counter()
+        conn.execute("VACUUM durable_run")
+        vacuum_seconds = time.perf_counter() - began
     report_sustained(samples, feeder, minutes, landed)
+    record("VACUUM durable_run (every index) after the load", f"{vacuum_seconds:.1f}s")
 
 
 def report_sustained(samples, feeder: Feeder, minutes: float, landed: int) -> None:
@@ -317,13 +325,13 @@ def report_sustained(samples, feeder: Feeder, minutes: float, landed: int) -> No
 
 
 def main(minutes: float, cold_runs: int) -> None:
-    """The sustained load on ``cold_runs`` finished runs (made here), then the cost of each kind of update."""
+    """The cost of each kind of update, then the sustained load on ``cold_runs`` finished runs (made here)."""
     from .bench_big import BIG, build_finished
 
     common.reset_tables()
     create_small_database()
+    update_costs()
     if minutes > 0:
         print(f"  making {cold_runs} finished runs as the table's cold bulk", flush=True)
         build_finished(BIG, cold_runs)
         sustained(minutes)
-    update_costs()
