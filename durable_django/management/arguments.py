@@ -26,21 +26,22 @@ def duration(text: str) -> timedelta:
     return timedelta(seconds=amount)
 
 
-def positive_int(text: str) -> int:
+def _integer(text: str, *, what: str = "an integer") -> int:
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+
+
+def positive_int(text: str) -> int:
+    value = _integer(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
     return value
 
 
 def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    value = _integer(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
     return value
@@ -48,10 +49,7 @@ def non_negative_int(text: str) -> int:
 
 def port(text: str) -> int:
     """A TCP port number, 1 to 65535."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    value = _integer(text, what="a port number")
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"port {text!r} must be between 1 and 65535")
     return value
