@@ -15,6 +15,34 @@ from tests.workflows import effects
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
 
 
+@contextlib.contextmanager
+def reloading_worker(workers, tmp_path, *args):
+    """``durable_worker --reload ARGS`` on a settings module of the test's own (DEBUG on), in its own session so
+    the reloader's parent and the worker child it starts are killed together; yields (module, log path, process).
+
+    The worker imports the module: touching it is touching a file the worker imported.
+    """
+    module = tmp_path / "reload_settings.py"
+    module.write_text("from tests.settings import *  # noqa: F403\n\nDEBUG = True\n")
+    env = workers.env(DJANGO_SETTINGS_MODULE="reload_settings", PYTHONPATH=f"{ROOT}{os.pathsep}{tmp_path}")
+    log_path = tmp_path / "reload.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "django", "durable_worker", "--reload", *args],
+            env=env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        yield module, log_path, proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
 def test_reload_is_refused_without_debug(workers):
     result = subprocess.run(
         [sys.executable, "-m", "django", "durable_worker", "--reload"],
@@ -30,23 +58,8 @@ def test_reload_is_refused_without_debug(workers):
 
 
 def test_a_touched_module_restarts_the_worker_which_hands_its_run_to_the_next(workers, tmp_path):
-    # A settings module of the test's own, which the worker imports: touching it is touching a file it imported.
-    module = tmp_path / "reload_settings.py"
-    module.write_text("from tests.settings import *  # noqa: F403\n\nDEBUG = True\n")
-    env = workers.env(DJANGO_SETTINGS_MODULE="reload_settings", PYTHONPATH=f"{ROOT}{os.pathsep}{tmp_path}")
     held = api.enqueue("tests.slow", {"seconds": 60, "tag": "reload"})
-    log_path = tmp_path / "reload.log"
-    with open(log_path, "w") as log:
-        # Its own session: the reloader's parent and the worker child it starts are stopped together.
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "django", "durable_worker", "--reload", "--concurrency", "2", "--grace", "0"],
-            env=env,
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
+    with reloading_worker(workers, tmp_path, "--concurrency", "2", "--grace", "0") as (module, log_path, proc):
         wait_until(lambda: effects.exists("slow-started-reload"), timeout=60, message="the first worker's attempt")
         first_holder = api.get_run(held.run_id).worker_id
 
@@ -66,27 +79,11 @@ def test_a_touched_module_restarts_the_worker_which_hands_its_run_to_the_next(wo
         assert "released 1 run(s) still running after the grace period" in output
         assert "handlers are not installed" not in output
         assert proc.poll() is None
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
 
 
 def test_a_reloading_worker_past_max_abandoned_is_replaced_by_a_fresh_process(workers, tmp_path):
-    (tmp_path / "reload_settings.py").write_text("from tests.settings import *  # noqa: F403\n\nDEBUG = True\n")
-    env = workers.env(DJANGO_SETTINGS_MODULE="reload_settings", PYTHONPATH=f"{ROOT}{os.pathsep}{tmp_path}")
     stuck = api.enqueue("tests.stuck_once", {})  # time.sleep(3600) under a 1 s timeout, one attempt
-    log_path = tmp_path / "reload.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "django", "durable_worker", "--reload", "--max-abandoned", "0", "--grace", "0"],
-            env=env,
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
+    with reloading_worker(workers, tmp_path, "--max-abandoned", "0", "--grace", "0") as (_, log_path, proc):
         wait_until(lambda: api.get_run(stuck.run_id).status == "failed", timeout=60, message="the stuck run")
         assert api.get_run(stuck.run_id).error_type == "durable_django.exceptions.AttemptTimedOut"
         # One stuck thread is one too many: that process exits with status 3 and the reloader starts another.
@@ -95,7 +92,3 @@ def test_a_reloading_worker_past_max_abandoned_is_replaced_by_a_fresh_process(wo
         wait_until(lambda: api.get_run(after.run_id).status == "succeeded", timeout=30, message="a run after it")
         assert "1 thread(s) are stuck in handlers past their time limit (--max-abandoned 0)" in log_path.read_text()
         assert proc.poll() is None
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
