@@ -172,6 +172,22 @@ class Run(DurableModel):
                 condition=Q(status=RunStatus.PENDING, held_by__isnull=True),
                 name="durable_run_claim_pending",
             ),
+            # The same order per queue and per tenant, for workers bound to queues or a tenant (store/claims.py):
+            # the claim index alone would make them read past every run of what they do not serve.
+            models.Index(
+                "queue",
+                F("priority").desc(),
+                "created_at",
+                condition=Q(status=RunStatus.PENDING, held_by__isnull=True),
+                name="durable_run_claim_queue",
+            ),
+            models.Index(
+                "tenant_id",
+                F("priority").desc(),
+                "created_at",
+                condition=Q(status=RunStatus.PENDING, held_by__isnull=True, tenant_id__isnull=False),
+                name="durable_run_claim_tenant",
+            ),
             # Runs a limit holds back, by reason in claim order: freeing a slot releases the first of them.
             models.Index(
                 "held_by",

@@ -35,6 +35,25 @@ _ADMIT = """durable_admit(
     %(limit_queues)s::text[], %(queue_concurrency)s::int[], %(queue_rate_limit)s::int[], %(queue_rate_per)s::float8[],
     %(rate_window_guard)s::float8, %(hold_batch)s::int)"""
 
+# The claim's pending arm: due pending runs no limit holds, in claim order, from the claim index (or, for a
+# worker bound to a tenant, that tenant's claim index).
+_DUE_PENDING = f"""SELECT run_id, priority, created_at, false AS recovered,
+           coalesce(available_at, updated_at) AS due_since, {_LIMITED}
+    FROM durable_run
+    WHERE status = 'pending' AND held_by IS NULL AND (available_at IS NULL OR available_at <= now()) {{bounds}}
+    ORDER BY priority DESC, created_at
+    LIMIT %(limit)s FOR UPDATE SKIP LOCKED"""
+
+# The same for a worker bound to queues: each queue's first runs from the queue claim index, then the first of
+# those. Filtering the one claim index by queue would read past every run of the queues it does not serve (a
+# backlog of another queue, older or ranked higher, read on every claim); one ordered index scan over
+# ``queue = ANY(...)`` would read all of its queues' runs to sort them.
+_DUE_PENDING_BY_QUEUE = """SELECT due.* FROM unnest(%(queues)s::text[]) AS bound(queue) CROSS JOIN LATERAL (
+        {one_queue}
+    ) due
+    ORDER BY due.priority DESC, due.created_at
+    LIMIT %(limit)s""".replace("{one_queue}", _DUE_PENDING.replace("{bounds}", "AND queue = bound.queue {bounds}"))
+
 # Batch claim: due pending runs, waits whose deadline passed, and runs whose lease
 # expired, by priority then age; each claim advances the fence token. The first
 # %(start_now)s runs start at once (they go straight to free slots); the rest wait
@@ -57,12 +76,7 @@ WITH released AS (
         LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
     RETURNING run_id
 ), due_pending AS (
-    SELECT run_id, priority, created_at, false AS recovered, coalesce(available_at, updated_at) AS due_since,
-           {_LIMITED}
-    FROM durable_run
-    WHERE status = 'pending' AND held_by IS NULL AND (available_at IS NULL OR available_at <= now()) {{bounds}}
-    ORDER BY priority DESC, created_at
-    LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+    {{due_pending}}
 ), due_waits AS (
     SELECT run_id, priority, created_at, false AS recovered, available_at AS due_since, {_LIMITED} FROM durable_run
     WHERE status = 'waiting' AND available_at <= now() {{bounds}}
@@ -201,10 +215,12 @@ class ClaimBounds:
 
     sql: str
     params: dict[str, Any] = field(default_factory=dict)
+    # The conditions but the queue's, for the pending arm of a worker bound to queues (None: not bound).
+    within_queue_sql: str | None = None
 
     @property
     def claim_sql(self) -> str:
-        return _with_bounds(CLAIM_TEMPLATE, self.sql)
+        return _claim_sql(self.sql, self.within_queue_sql)
 
     @property
     def next_due_sql(self) -> str:
@@ -214,6 +230,15 @@ class ClaimBounds:
 @functools.lru_cache(maxsize=64)
 def _with_bounds(template: str, bounds_sql: str) -> str:
     return template.replace("{bounds}", bounds_sql)
+
+
+@functools.lru_cache(maxsize=64)
+def _claim_sql(bounds_sql: str, within_queue_sql: str | None) -> str:
+    if within_queue_sql is None:
+        due_pending = _DUE_PENDING.replace("{bounds}", bounds_sql)
+    else:
+        due_pending = _DUE_PENDING_BY_QUEUE.replace("{bounds}", within_queue_sql)
+    return _with_bounds(CLAIM_TEMPLATE.replace("{due_pending}", due_pending), bounds_sql)
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,13 +294,15 @@ def claim_filter(
         else:
             alternatives.append("version = 0")
     conditions = ["(" + " OR ".join(alternatives) + ")" if alternatives else "false"]
-    if queues:
-        params["queues"] = list(queues)
-        conditions.append("queue = ANY(%(queues)s::text[])")
     if tenant_id:
         params["tenant_id"] = tenant_id
         conditions.append("tenant_id = %(tenant_id)s::uuid")
-    return ClaimBounds(sql="AND " + " AND ".join(conditions), params=params)
+    within_queue_sql = None
+    if queues:
+        params["queues"] = list(queues)
+        within_queue_sql = "AND " + " AND ".join(conditions)
+        conditions.append("queue = ANY(%(queues)s::text[])")
+    return ClaimBounds(sql="AND " + " AND ".join(conditions), params=params, within_queue_sql=within_queue_sql)
 
 
 def claim(*, limit: int, start_now: int, lease_seconds: float, worker_id: str, bounds: ClaimBounds) -> list[Claimed]:

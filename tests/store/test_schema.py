@@ -35,6 +35,9 @@ SEED_DEFINITIONS = {
 OWN_DEFINITIONS = {
     "durable_run": {
         "(priority DESC, created_at) WHERE ((held_by IS NULL) AND (status = 'pending'::text))",
+        "(queue, priority DESC, created_at) WHERE ((held_by IS NULL) AND (status = 'pending'::text))",
+        "(tenant_id, priority DESC, created_at) WHERE ((held_by IS NULL) AND (status = 'pending'::text) "
+        "AND (tenant_id IS NOT NULL))",
         "(held_by, priority DESC, created_at) WHERE ((held_by IS NOT NULL) AND (status = 'pending'::text))",
         "(concurrency_key, priority DESC, created_at) WHERE ((concurrency_key IS NOT NULL) AND (held_by IS NULL) "
         "AND (status = 'pending'::text))",
@@ -124,13 +127,13 @@ def test_column_types_follow_the_seed():
     ) == [("0",)]
 
 
-def claim_query():
+def claim_query(**worker_options):
     """A worker's claim of ten runs, as (statement, parameters), after ANALYZE."""
     from durable_django.store import flow
     from durable_django.worker.loop import WorkerOptions
 
     sql("ANALYZE durable_run")
-    bounds = WorkerOptions().claim_bounds()
+    bounds = WorkerOptions(**worker_options).claim_bounds()
     params = {**bounds.params, **flow.admission_params(), "limit": 10, "start_now": 10, "lease": 30, "worker_id": "x"}
     return bounds.claim_sql, params
 
@@ -189,6 +192,66 @@ def plan_nodes(plan):
         yield from plan_nodes(child)
 
 
+def rows_read(nodes):
+    """The most rows any node of an analyzed plan read (returned plus filtered out)."""
+    return max(node["Actual Rows"] * node["Actual Loops"] + node.get("Rows Removed by Filter", 0) for node in nodes)
+
+
+def claim_plan(**worker_options):
+    """The analyzed plan's nodes of a worker's claim of ten (it claims, as the worker's claim does)."""
+    query, params = claim_query(**worker_options)
+    [(plan,)] = sql("EXPLAIN (ANALYZE, FORMAT JSON) " + query, params)
+    return list(plan_nodes(plan[0]["Plan"]))
+
+
+def claimed_queues():
+    return dict(sql("SELECT queue, count(*) FROM durable_run WHERE status = 'running' GROUP BY queue"))
+
+
+# The backlog of a queue or tenant no bound worker serves is older and ranks higher than the runs it serves.
+BACKLOG = """
+    INSERT INTO durable_run (run_id, name, version, status, input, retry_policy, queue, priority, tenant_id,
+                             created_at, updated_at)
+    SELECT 'backlog-' || g, 'tests.noop', 1, 'pending', '{}', '{}', 'bulk', 5,
+           'aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa', now() - interval '1 hour' - make_interval(secs => g), now()
+    FROM generate_series(1, 100000) g
+"""
+SERVED = """
+    INSERT INTO durable_run (run_id, name, version, status, input, retry_policy, queue, priority, tenant_id,
+                             created_at, updated_at)
+    SELECT %(queue)s || '-' || g, 'tests.noop', 1, 'pending', '{}', '{}', %(queue)s, g %% 3, %(tenant)s::uuid,
+           now() - make_interval(secs => g), now()
+    FROM generate_series(1, %(runs)s) g
+"""
+SERVED_TENANT = "bbbbbbbb-bbbb-bbbb-bbbb-bbbbbbbbbbbb"
+
+
+@pytest.mark.parametrize("queues", [["default"], ["default", "mail"]])
+def test_a_worker_bound_to_queues_never_reads_another_queues_backlog(queues):
+    sql(BACKLOG)
+    # Its own queues have a backlog too: the claim must not read all of it to sort it.
+    for queue in ("default", "mail"):
+        sql(SERVED, {"queue": queue, "tenant": SERVED_TENANT, "runs": 5_000})
+    nodes = claim_plan(queues=queues)
+    assert rows_read(nodes) <= 100, [(node["Node Type"], node.get("Index Name"), node["Actual Rows"]) for node in nodes]
+    # It claimed the ten first of its queues in claim order (priority, then age), whichever queue they are in.
+    expected = sql(
+        "SELECT run_id FROM durable_run WHERE queue = ANY(%s) ORDER BY priority DESC, created_at LIMIT 10", [queues]
+    )
+    assert sql("SELECT run_id FROM durable_run WHERE status = 'running' ORDER BY run_id") == sorted(expected)
+
+
+def test_a_worker_bound_to_a_tenant_never_reads_another_tenants_backlog():
+    sql(BACKLOG.replace("'bulk'", "'default'"))
+    # Its own backlog is large too: the claim must not read all of it to sort it.
+    sql(SERVED, {"queue": "default", "tenant": SERVED_TENANT, "runs": 5_000})
+    nodes = claim_plan(tenant_id=SERVED_TENANT)
+    assert rows_read(nodes) <= 100, [(node["Node Type"], node.get("Index Name"), node["Actual Rows"]) for node in nodes]
+    assert sql("SELECT count(*) FROM durable_run WHERE status = 'running' AND tenant_id = %s", [SERVED_TENANT]) == [
+        (10,)
+    ]
+
+
 def test_claim_never_reads_the_100k_runs_a_saturated_key_holds():
     sql("""
         INSERT INTO durable_run (run_id, name, version, status, input, retry_policy, queue, priority,
@@ -202,12 +265,9 @@ def test_claim_never_reads_the_100k_runs_a_saturated_key_holds():
         INSERT INTO durable_run (run_id, name, version, status, input, retry_policy, created_at, updated_at)
         SELECT 'free-' || g, 'tests.noop', 1, 'pending', '{}', '{}', now(), now() FROM generate_series(1, 20) g
     """)
-    query, params = claim_query()
-    [(plan,)] = sql("EXPLAIN (ANALYZE, FORMAT JSON) " + query, params)  # it claims, as the worker's claim does
-    nodes = list(plan_nodes(plan[0]["Plan"]))
+    nodes = claim_plan()
     assert not [node for node in nodes if node["Node Type"] == "Seq Scan" and node["Relation Name"] == "durable_run"]
     assert any(node.get("Index Name") == "durable_run_claim_pending" for node in nodes)
     # No node of the plan reads more than a handful of rows: the held runs are outside the claim index.
-    read = max(node["Actual Rows"] * node["Actual Loops"] + node.get("Rows Removed by Filter", 0) for node in nodes)
-    assert read <= 100, [(node["Node Type"], node.get("Index Name"), node["Actual Rows"]) for node in nodes]
+    assert rows_read(nodes) <= 100, [(node["Node Type"], node.get("Index Name"), node["Actual Rows"]) for node in nodes]
     assert sql("SELECT count(*) FROM durable_run WHERE status = 'running'") == [(10,)]
