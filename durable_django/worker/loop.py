@@ -16,16 +16,9 @@ drops the claimed runs it had not started (their leases expire; reclaiming
 them counts no recovery), while attempts already running keep what their
 steps returned and write it once the database answers again.
 
-Time limits are the claim loop's too. It fails the live runs whose deadline
-has passed (any run: whatever this worker's bounds, it is a worker that sees
-them) at least every ``deadline_sweep_seconds()`` and at the soonest deadline
-it knows. It ends an attempt that overstays its function's timeout or its
-run's deadline: the handler is stopped (an async one cancelled), the attempt
-landed (failed, retried per the policy for a timeout), and a sync handler
-that does not come back has its thread abandoned and its slot given to a new
-thread. More than ``--max-abandoned`` threads still stuck: the worker stops
-claiming, lets its other attempts finish within the grace period, releases
-the rest and exits with status 3, for its supervisor to start a fresh one.
+Time limits are the claim loop's too (``worker/time_limits.py``): it fails runs
+past their deadline, ends attempts past their timeout, and exits with status 3
+when more than ``--max-abandoned`` handler threads stay stuck.
 """
 
 from __future__ import annotations
@@ -33,7 +26,6 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import queue
 import random
 import socket
 import threading
@@ -48,32 +40,24 @@ from django.db import DatabaseError, close_old_connections, connections
 from .. import faults
 from ..conf import durable_settings
 from ..engine import execute as executor
-from ..engine import lifecycle, telemetry, time_limits
+from ..engine import lifecycle, telemetry
 from ..engine.attempt import Attempt
 from ..engine.execute import Outcome
 from ..engine.reconciler import Repair
 from ..registry import registry
 from .heartbeat import Heartbeat
+from .landings import PendingLandings
 from .listener import Listener
 from .reconciler import ReconcilerThread
 from .scheduler import SchedulerThread
 from .slots import PREFETCH_HOLD_SECONDS, SlotPool
+from .stats import Stats
+from .time_limits import EXIT_ABANDONED, TimeLimitKeeper
 
 if TYPE_CHECKING:
     from .metrics import WorkerMetrics
 
 logger = logging.getLogger("durable_django.worker")
-
-# The exit status of a worker that abandoned more stuck threads than --max-abandoned allows.
-EXIT_ABANDONED = 3
-# An abandoned thread counts as stuck once it has not come back this long after its attempt was stopped
-# (a handler interrupted in Python code, or an async one cancelled, comes back within milliseconds).
-ABANDON_SETTLE_SECONDS = 1.0
-
-
-def deadline_sweep_seconds() -> float:
-    """How often, at most, a worker looks for runs past their deadline that it did not know of."""
-    return min(durable_settings.POLL_SECONDS, 5.0) / 2
 
 
 @dataclass
@@ -91,20 +75,6 @@ class WorkerOptions:
 
     def claim_bounds(self) -> lifecycle.ClaimBounds:
         return lifecycle.claim_bounds(functions=self.functions, queues=self.queues, tenant_id=self.tenant_id)
-
-
-@dataclass
-class Stats:
-    claimed: int = 0
-    outcomes: dict[str, int] = field(default_factory=dict)
-    # Runs the reconciler found in a state that must not exist, and repaired.
-    repaired: int = 0
-    # Runs this worker failed because their deadline had passed while nobody held them.
-    expired: int = 0
-    started: float = field(default_factory=time.monotonic)
-
-    def count(self, outcome: Outcome) -> None:
-        self.outcomes[outcome.value] = self.outcomes.get(outcome.value, 0) + 1
 
 
 class Worker:
@@ -132,14 +102,12 @@ class Worker:
         self._stopping = threading.Event()  # stop claiming
         self._halt = threading.Event()  # stop the helper threads
         self._wake = threading.Event()
-        # Successful attempts waiting to be landed in a batch: (attempt, output JSON).
-        self._finished: queue.Queue[tuple[Attempt, str]] = queue.Queue()
         self._threads: list[threading.Thread] = []
         self._database_reachable = True
         # Slot threads that replace abandoned ones get indexes of their own.
         self._slot_indexes = itertools.count(options.concurrency)
-        # When to look for runs past their deadline next (monotonic).
-        self._next_sweep = 0.0
+        self.landings = PendingLandings(self.pool, self.stats, on_database=self._on_database, wake=self._wake.set)
+        self.time_limits = TimeLimitKeeper(self.pool, self.stats, replace_slot=self._replace_slot)
         # The process's exit status once run() returns: EXIT_ABANDONED after too many stuck threads.
         self.exit_code = 0
 
@@ -235,6 +203,12 @@ class Worker:
     def _start_slot(self, index: int) -> None:
         self._start(threading.Thread(target=self._slot_loop, args=(index,), name=f"durable-slot-{index}", daemon=True))
 
+    def _replace_slot(self) -> int:
+        """Start a slot thread in place of an abandoned one; returns its index."""
+        index = next(self._slot_indexes)
+        self._start_slot(index)
+        return index
+
     def _start(self, thread: threading.Thread) -> None:
         thread.start()
         self._threads.append(thread)
@@ -258,15 +232,13 @@ class Worker:
             self._wake.clear()
             timeout = poll * random.uniform(0.95, 1.05)
             try:
-                if not self._land_finished():
+                if not self.landings.land():
                     self._stopping.wait(backoff)  # successes are kept until the database answers
                     backoff = min(backoff * 2, 5.0)
                     continue
                 self._hand_back_stale_prefetch()
-                self._end_overstays()
+                self.time_limits.keep()
                 self._check_abandoned()
-                if time.monotonic() >= self._next_sweep:
-                    self._sweep_deadlines()
                 claimed, asked = self._claim()
                 faults.reach("worker.claimed")
                 # Fewer than asked: nothing more is due now; sleep until the next run is.
@@ -279,63 +251,24 @@ class Worker:
                 self._stopping.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
-            if self.options.burst and not claimed and self.pool.held_count == 0 and self._finished.empty():
+            if self.options.burst and not claimed and self.pool.held_count == 0 and self.landings.empty():
                 logger.info("worker %s: nothing claimable now (--burst); exiting", self.options.worker_id)
                 return
             if time.monotonic() >= next_summary:
-                self._log_summary()
+                self.stats.log_summary(running=self.pool.held_count, stuck_threads=self.pool.stuck(0.0))
                 next_summary = time.monotonic() + durable_settings.SUMMARY_SECONDS
             if asked and len(claimed) == asked:
                 continue  # maybe more is due: claim again once a slot is free
             if due is not None:
                 timeout = min(timeout, max(due, 0.005))
-            for until in (
-                self.pool.seconds_until_hold_expires(),
-                self.pool.seconds_until_overstay(),
-                self.pool.seconds_until_settled(ABANDON_SETTLE_SECONDS),
-                self._next_sweep - time.monotonic(),
-            ):
+            for until in (self.pool.seconds_until_hold_expires(), *self.time_limits.seconds_until_due()):
                 if until is not None:
                     timeout = min(timeout, max(until, 0.005))
             self._wake.wait(timeout)
 
-    # -- time limits ---------------------------------------------------------------
-
-    def _sweep_deadlines(self) -> None:
-        """Fail the live runs whose deadline has passed; look again at the soonest deadline, or soon."""
-        found = time_limits.expire_past_deadlines()
-        self.stats.expired += found
-        interval = deadline_sweep_seconds()
-        if found >= time_limits.SWEEP_BATCH:
-            interval = 0.0  # there may be more: straight on at the next turn
-        else:
-            until = time_limits.seconds_until_next_deadline()
-            if until is not None:
-                interval = min(interval, until + 0.001)
-        self._next_sweep = time.monotonic() + interval
-
-    def _end_overstays(self) -> None:
-        """End the attempts a time limit has stopped: their slots go to new threads if theirs are stuck."""
-        now = time.monotonic()
-        for slot, attempt in self.pool.overstayed(now):
-            error = time_limits.stop_overstay(attempt, now)
-            if error is None:
-                continue  # its handler returned meanwhile: its own landing stands
-            if self.pool.abandon(slot, attempt):
-                index = next(self._slot_indexes)
-                logger.warning(
-                    "run %s: the thread of slot %d is stuck in attempt %d; slot %d takes its place",
-                    attempt.run.run_id,
-                    slot,
-                    attempt.token,
-                    index,
-                )
-                self._start_slot(index)
-            self.stats.count(time_limits.land_overstay(attempt, error))
-
     def _check_abandoned(self) -> None:
         """More stuck threads than --max-abandoned: stop claiming, and exit with EXIT_ABANDONED."""
-        stuck = self.pool.stuck(ABANDON_SETTLE_SECONDS)
+        stuck = self.time_limits.stuck_threads()
         if stuck <= self.options.max_abandoned or self._stopping.is_set():
             return
         logger.error(
@@ -422,7 +355,7 @@ class Worker:
             return
         attempt.begin()
         try:
-            outcome = executor.execute(attempt, land_success=self._land_later)
+            outcome = executor.execute(attempt, land_success=self.landings.hand_over)
         except DatabaseError as exc:
             logger.warning(
                 "run %s: database error while landing (%s); its lease will expire and it will be recovered",
@@ -451,50 +384,19 @@ class Worker:
             self._on_database(not lifecycle.database_unreachable(exc))
             return False
 
-    def _land_later(self, attempt: Attempt, output: str) -> Outcome:
-        """Queue a successful attempt for the claim loop, which lands a batch in one statement."""
-        self._finished.put((attempt, output))
-        self._wake.set()
-        return Outcome.LANDING
-
-    def _land_finished(self) -> bool:
-        """Land every queued successful attempt together and stop holding them.
-
-        Returns:
-            False when some must wait: the database could not be reached (they stay queued).
-        """
-        batch = []
-        while True:
-            try:
-                batch.append(self._finished.get_nowait())
-            except queue.Empty:
-                break
-        if not batch:
-            return True
-        report = lifecycle.land_successes(batch)
-        for item in report.retry:
-            self._finished.put(item)
-        for outcome in report.outcomes.values():
-            self.stats.count(outcome)
-        self.pool.forget(list(report.outcomes))
-        if report.retry:
-            self._on_database(False)
-            return False
-        return True
-
     # -- shutdown ---------------------------------------------------------------------
 
     def _shutdown(self) -> None:
         self._release(self.pool.take_prefetched(), "claimed run(s) no slot had started")
         deadline = time.monotonic() + self.options.grace
         while self.pool.held_count and time.monotonic() < deadline:
-            self._try_landing()
+            self.landings.try_landing()
             try:
-                self._end_overstays()  # time limits still hold while the worker drains
+                self.time_limits.end_overstays()  # time limits still hold while the worker drains
             except DatabaseError:
                 lifecycle.reset_connection()
             time.sleep(0.02)
-        self._try_landing()
+        self.landings.try_landing()
         left = self.pool.held()
         for attempt in left:
             attempt.stop(lost=True)
@@ -505,14 +407,8 @@ class Worker:
         if self.metrics is not None:
             telemetry.stop_observing(self.metrics)
             self.metrics.close()
-        self._log_summary()
+        self.stats.log_summary(running=self.pool.held_count, stuck_threads=self.pool.stuck(0.0))
         logger.info("worker %s stopped", self.options.worker_id)
-
-    def _try_landing(self) -> None:
-        try:
-            self._land_finished()  # what cannot land now stays queued for the next try
-        except DatabaseError:
-            lifecycle.reset_connection()
 
     def _release(self, attempts: list[Attempt], what: str) -> None:
         if not attempts:
@@ -523,23 +419,3 @@ class Worker:
         except DatabaseError as exc:
             logger.warning("could not release %d %s (%s); their leases will expire", len(attempts), what, exc)
         self.pool.forget(attempts)
-
-    def _log_summary(self) -> None:
-        elapsed = max(time.monotonic() - self.stats.started, 1e-9)
-        outcomes = self.stats.outcomes
-        logger.info(
-            "summary: claimed %d, running %d, succeeded %d, failed %d, retrying %d, suspended %d, "
-            "cancelled %d, repaired %d, timed out %d, past deadline %d, stuck threads %d, %.1f runs/s",
-            self.stats.claimed,
-            self.pool.held_count,
-            outcomes.get("succeeded", 0),
-            outcomes.get("failed", 0),
-            outcomes.get("retrying", 0),
-            outcomes.get("suspended", 0),
-            outcomes.get("cancelled", 0),
-            self.stats.repaired,
-            outcomes.get("timed_out", 0),
-            self.stats.expired,
-            self.pool.stuck(0.0),
-            sum(outcomes.values()) / elapsed,
-        )
