@@ -7,6 +7,7 @@ runs are drained.
 
 from __future__ import annotations
 
+import statistics
 import time
 
 from . import common
@@ -82,22 +83,29 @@ def hold_behind_one_key(held: int) -> None:
         )
 
 
-def held_runs_do_not_slow_the_claim(runs: int, held: int, processes: int) -> None:
-    """No-op runs drained with ``held`` runs held behind one saturated key vs with none."""
-    reset_tables()
-    enqueue("bench.noop", [{}] * runs)
-    alone = drain("bench.noop", runs, processes)
-    reset_tables()
-    hold_behind_one_key(held)
-    enqueue("bench.noop", [{}] * runs)
-    beside = drain("bench.noop", runs, processes)
-    with raw_connect() as conn:
-        still = conn.execute("SELECT count(*) FROM durable_run WHERE held_by = %s", [HOT_KEY]).fetchone()[0]
-    assert still == held, f"{held - still} held runs were started: the key's one slot was taken"
+def held_runs_do_not_slow_the_claim(runs: int, held: int, processes: int, rounds: int = 3) -> None:
+    """No-op runs drained with ``held`` runs held behind one saturated key vs with none: ``rounds`` rounds of
+    each side, alternating (none, held, held, none, ...) so that drift in the load of the (shared) machine hits
+    both alike; the medians are compared."""
+    from durable_django import api
+
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    for index in range(2 * rounds):
+        beside = index % 4 in (1, 2)
+        reset_tables()
+        if beside:
+            hold_behind_one_key(held)
+        api.enqueue_many("bench.noop", [{}] * runs)
+        rates[beside].append(drain("bench.noop", runs, processes))
+        if beside:
+            with raw_connect() as conn:
+                still = conn.execute("SELECT count(*) FROM durable_run WHERE held_by = %s", [HOT_KEY]).fetchone()[0]
+            assert still == held, f"{held - still} held runs were started: the key's one slot was taken"
+    alone, beside_rate = statistics.median(rates[False]), statistics.median(rates[True])
     record(
-        f"no-op runs with {held:,} held behind one key / none held ({processes}x8 workers)",
-        f"{beside:,.0f} vs {alone:,.0f} runs/s",
-        f"{beside / alone:.2f}",
+        f"no-op runs with {held:,} held behind one key / none held ({processes}x8 workers, median of {rounds})",
+        f"{beside_rate:,.0f} vs {alone:,.0f} runs/s",
+        f"{beside_rate / alone:.2f}",
         ">= 0.9",
     )
 

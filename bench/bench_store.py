@@ -194,26 +194,6 @@ def cost_split(n: int) -> None:
             )
 
 
-def store_claim_complete(n: int) -> float:
-    from durable_django.store import claims, landing
-    from durable_django.worker.loop import WorkerOptions
-
-    bounds = WorkerOptions(functions=["bench.noop"]).claim_bounds()
-    done = 0
-    started = time.perf_counter()
-    while True:
-        claimed = claims.claim(limit=10, start_now=10, lease_seconds=30, worker_id="bench", bounds=bounds)
-        if not claimed:
-            break
-        for item in claimed:
-            run = item.run
-            landing.complete_many([landing.Finished(run.run_id, run.attempts, "null", None)])
-            done += 1
-    elapsed = time.perf_counter() - started
-    assert done == n, f"store completed {done} of {n}"
-    return n / elapsed
-
-
 def raw_drain_loop(conn, worker_id: str) -> int:
     """Claim 10 at a time and complete one by one until nothing is left; returns how many."""
     done = 0
@@ -226,15 +206,6 @@ def raw_drain_loop(conn, worker_id: str) -> int:
             done += 1
 
 
-def raw_claim_complete(n: int, worker_id: str = "bench") -> float:
-    with raw_connect() as conn:
-        started = time.perf_counter()
-        done = raw_drain_loop(conn, worker_id)
-        elapsed = time.perf_counter() - started
-    assert done == n, f"raw completed {done} of {n}"
-    return n / elapsed
-
-
 def main(n: int) -> None:
     print(f"issues 2 and 17: store vs raw SQL, {n} runs, one connection", flush=True)
     reset_tables()
@@ -242,7 +213,7 @@ def main(n: int) -> None:
     reset_tables()
     store_step, raw_step = steps_vs_raw(n)
     reset_tables()
-    store_cc, raw_cc = store_claim_complete_after_enqueue(n), raw_claim_complete_after_insert(n)
+    store_cc, raw_cc = claim_complete_vs_raw(n)
     record(
         "enqueue (api.enqueue vs INSERT + NOTIFY)",
         f"{store_in:.0f} vs {raw_in:.0f} runs/s",
@@ -264,16 +235,51 @@ def main(n: int) -> None:
     cost_split(n)
 
 
-def store_claim_complete_after_enqueue(n: int) -> float:
+def claim_complete_vs_raw(n: int) -> tuple[float, float]:
+    """Claim(10)+complete of ``n`` runs through the store vs raw SQL, the two alternating in chunks of ``CHUNK``
+    runs, so that drift in the load of the (shared) machine hits both sides alike; (store runs/s, raw runs/s)."""
     from durable_django import api
+    from durable_django.store import claims, landing
+    from durable_django.worker.loop import WorkerOptions
 
     for _ in range(n):
         api.enqueue("bench.noop")
-    return store_claim_complete(n)
-
-
-def raw_claim_complete_after_insert(n: int) -> float:
     with raw_connect() as conn:
         for _ in range(n):
             conn.execute(RAW_INSERT, [str(uuid.uuid4())])
-    return raw_claim_complete(n)
+    bounds = WorkerOptions(functions=["bench.noop"]).claim_bounds()
+
+    def store_claims(count: int) -> int:
+        done = 0
+        while done < count:
+            claimed = claims.claim(limit=10, start_now=10, lease_seconds=30, worker_id="bench", bounds=bounds)
+            for item in claimed:
+                landing.complete_many([landing.Finished(item.run.run_id, item.run.attempts, "null", None)])
+            done += len(claimed)
+            if not claimed:
+                break
+        return done
+
+    def raw_claims(conn, count: int) -> int:
+        done = 0
+        while done < count:
+            claimed = conn.execute(RAW_CLAIM, ["bench"]).fetchall()
+            for run_id, attempts in claimed:
+                conn.execute(RAW_COMPLETE, [run_id, attempts])
+            done += len(claimed)
+            if not claimed:
+                break
+        return done
+
+    store_done = raw_done = 0
+    store_seconds = raw_seconds = 0.0
+    with raw_connect() as conn:
+        while store_done < n or raw_done < n:
+            began = time.perf_counter()
+            store_done += store_claims(min(CHUNK, n - store_done))
+            store_seconds += time.perf_counter() - began
+            began = time.perf_counter()
+            raw_done += raw_claims(conn, min(CHUNK, n - raw_done))
+            raw_seconds += time.perf_counter() - began
+    assert (store_done, raw_done) == (n, n), f"completed {store_done} and {raw_done} of {n}"
+    return n / store_seconds, n / raw_seconds

@@ -272,7 +272,12 @@ class Run(DurableModel):
 
 
 class RateStart(DurableModel):
-    """One attempt start of a rate-limited run (or queue), kept while it falls inside its window."""
+    """The attempt starts one admission counted against a rate key, kept while they fall inside its window.
+
+    ``total`` is the key's running count of starts (this row's included), written under the key's lock, so
+    the starts in a window are two index probes (its newest row and its oldest row in the window), not a
+    count of every start in it.
+    """
 
     id = models.BigAutoField(primary_key=True)
     # The limit's key, as Run.held_by shows it: "rate:crm.sync", "rate:queue:emails".
@@ -280,6 +285,9 @@ class RateStart(DurableModel):
     started_at = models.DateTimeField(db_default=Now())
     # When it leaves its window: the reconciler deletes starts past this.
     expires_at = models.DateTimeField()
+    # How many attempts started at started_at, and the key's starts up to and including them.
+    starts = models.IntegerField(db_default=1)
+    total = models.BigIntegerField()
 
     class Meta:
         db_table = "durable_rate_start"
@@ -290,7 +298,7 @@ class RateStart(DurableModel):
         ]
 
     def __str__(self) -> str:
-        return f"{self.key} at {self.started_at}"
+        return f"{self.key}: {self.starts} at {self.started_at}"
 
 
 class Step(DurableModel):

@@ -27,7 +27,8 @@ _LIMITED = "(concurrency_key IS NOT NULL OR rate_key IS NOT NULL OR queue = ANY(
 # The flow-control admission of the candidates a limit applies to, and of the runs a rate limit held
 # whose window has reopened (migration 0006, store/flow.py; a VOLATILE function sees the release this
 # statement made): it locks their limit keys, counts, claims what the limits admit (as many start at
-# once as the free slots the plain claim left) and holds back the rest.
+# once as the free slots the plain claim left) and holds back the rest. It runs only when a candidate
+# is limited or a held run was released: a claim of unlimited runs never calls it.
 _ADMIT = """durable_admit(
     ARRAY(SELECT run_id FROM candidates WHERE limited UNION SELECT run_id FROM released),
     greatest(%(start_now)s - (SELECT count(*) FROM chosen WHERE starts), 0)::int,
@@ -118,6 +119,7 @@ UNION ALL
 SELECT {qualified_run_columns("(admitted.run)")}, admitted.recovered, admitted.started, admitted.database_now,
        admitted.due_since
 FROM {_ADMIT} AS admitted
+WHERE EXISTS (SELECT FROM candidates WHERE limited) OR EXISTS (SELECT FROM released)
 """
 
 # When the next run becomes claimable (for an idle worker's sleep).

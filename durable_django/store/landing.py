@@ -42,7 +42,8 @@ LOCK_RUN = "SELECT 1 FROM durable_run WHERE run_id = %s FOR UPDATE"
 # Land a batch of held runs that have no parent and no children succeeded: nothing to lock,
 # wake or cascade. The slots of limits they held are released in the same statement: the
 # release function takes the keys' locks after the rows' and counts with a fresh snapshot
-# (store/flow.py). Runs with kin are refused here and land through COMPLETE.
+# (store/flow.py), and is called only when a landed run held a slot. Runs with kin are refused here
+# and land through COMPLETE.
 COMPLETE_ALONE = f"""
 WITH landed AS (
     UPDATE durable_run r SET status = 'succeeded', output = done.output::jsonb, leased_until = NULL,
@@ -60,7 +61,7 @@ WITH landed AS (
     GROUP BY key
 )
 SELECT run_id, pg_notify('{DONE_CHANNEL}', run_id),
-       (SELECT durable_release_held(array_agg(key), array_agg(n), '{WAKE_CHANNEL}') FROM freed)
+       (SELECT durable_release_held(array_agg(key), array_agg(n), '{WAKE_CHANNEL}') FROM freed HAVING count(*) > 0)
 FROM landed
 """
 

@@ -91,6 +91,20 @@ def test_a_rate_limit_admits_its_limit_per_window_and_holds_the_rest_until_the_w
     assert sorted(run.run_id for run in claim(limit=10)) == sorted(run.run_id for run in runs[5:])
 
 
+def test_an_admission_records_its_starts_in_one_row_and_a_window_counts_the_rows_inside_it():
+    runs = [api.enqueue("tests.rated", {"n": n}) for n in range(9)]  # five starts a second
+    assert [len(claim(limit=2)) for _ in range(3)] == [2, 2, 1]  # the third has room for one start only
+    rows = sql("SELECT starts, total FROM durable_rate_start ORDER BY total")
+    assert rows == [(2, 2), (2, 4), (1, 5)]  # one row per admission, with the key's running total
+    # The first admission's two starts leave the window: three are left in it, so two more may start.
+    sql("UPDATE durable_rate_start SET started_at = started_at - interval '2 seconds' WHERE total = 2")
+    sql("UPDATE durable_run SET available_at = now() WHERE held_by IS NOT NULL")
+    assert len(claim(limit=10)) == 2
+    assert sql("SELECT count(*) FROM durable_run WHERE status = 'running'") == [(7,)]
+    assert sql("SELECT starts, total FROM durable_rate_start ORDER BY total DESC LIMIT 1") == [(2, 7)]
+    assert len(runs) - 7 == sql("SELECT count(*) FROM durable_run WHERE held_by = 'rate:tests.rated'")[0][0]
+
+
 def test_a_held_run_can_be_cancelled_and_holds_nothing_after():
     _first, second = (api.enqueue("tests.limited", {"key": "a"}) for _ in range(2))
     claim(limit=10)

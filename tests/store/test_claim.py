@@ -164,3 +164,45 @@ def test_a_deadlock_inside_a_store_transaction_is_run_again_never_raised():
     assert sorted(results) == sorted([[first, second], [second, first]])
     # One of them deadlocked and ran again (on a loaded machine a retry may meet the other once more).
     assert len(tries) >= 3
+
+
+def calls_of(function, call):
+    """What ``call`` returned, and how many times it made PostgreSQL run ``function``.
+
+    The backend's function counters are read before and after, in one transaction: they may still hold
+    calls of earlier transactions (PostgreSQL flushes them when idle, at most once a second), never a flush.
+    """
+    from django.db import transaction
+
+    def counted():
+        query = "SELECT coalesce(sum(calls), 0) FROM pg_stat_xact_user_functions WHERE funcname = %s"
+        return sql(query, [function])[0][0]
+
+    with transaction.atomic():
+        sql("SET LOCAL track_functions = 'pl'")
+        before = counted()
+        result = call()
+        return result, counted() - before
+
+
+def test_the_admission_runs_only_when_a_candidate_is_limited_or_a_held_run_was_released():
+    enqueue_many(3)
+    claimed, admissions = calls_of("durable_admit", lambda: claim(limit=10))
+    assert (len(claimed), admissions) == (3, 0)
+    enqueue_many(8, name="tests.rated")  # five starts a second
+    claimed, admissions = calls_of("durable_admit", lambda: claim(limit=10))
+    assert (len(claimed), admissions) == (5, 1)
+    assert calls_of("durable_admit", lambda: claim(limit=10)) == ([], 0)  # the rest are held: nothing to admit
+    sql("UPDATE durable_rate_start SET started_at = started_at - interval '2 seconds'")  # the window passes
+    sql("UPDATE durable_run SET available_at = now() WHERE held_by IS NOT NULL")
+    claimed, admissions = calls_of("durable_admit", lambda: claim(limit=10))
+    assert (len(claimed), admissions) == (3, 1)  # released, then admitted: never claimed past the limit
+
+
+def test_a_landing_releases_held_runs_only_when_a_landed_run_held_a_slot():
+    enqueue_many(1)
+    [free] = claim(limit=1)
+    assert calls_of("durable_release_held", lambda: complete(free, "null")) == ("succeeded", 0)
+    api.enqueue("tests.limited", {"key": "a"})
+    [limited] = claim(limit=1)
+    assert calls_of("durable_release_held", lambda: complete(limited, "null")) == ("succeeded", 1)
