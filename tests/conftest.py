@@ -10,6 +10,15 @@ from tests.helpers import ROOT, subprocess_database_url, wait_until
 from tests.pgbouncer import PgBouncer, routed
 
 
+@pytest.fixture(scope="session", autouse=True)
+def flush_what_was_written():
+    """Transactional tests end by truncating the tables that hold rows, not every table (tests/flush.py)."""
+    from tests.flush import truncating_what_was_written
+
+    with truncating_what_was_written():
+        yield
+
+
 @pytest.fixture(scope="session")
 def pgbouncer():
     """A real PgBouncer in transaction pooling mode in front of the test server, one per test process."""
