@@ -37,6 +37,9 @@ WORKERS = 3
 MAX_RECOVERIES = 100
 STEP_PAUSE = (0.1, 1.0)
 SLEEP_SECONDS = (0.2, 1.5)
+# Seconds between faults, on average, in the short soak and in a long one.
+FAULT_EVERY_SHORT = 2.0
+FAULT_EVERY = 4.0
 # The retry policy of chaos.flow (tests/workflows/durable.py): fail 3 times and the run fails.
 MAX_ATTEMPTS = 3
 
@@ -315,11 +318,12 @@ class Soak:
             offsets.append(offset)
         for index, offset in enumerate(offsets):
             self.at(offset, "enqueue", (index, draw_plan(self.plans_rng)))
-        # Faults: one every ~4s, each kind at least once (two SIGKILLs and SIGSTOPs), one or two
-        # PostgreSQL restarts in the short soak and one every ~90s in a long one.
+        # Faults: one every ~2s in the short soak (they overlap: a SIGSTOP lasts past the lease) and every
+        # ~4s in a long one; each signal at least twice, one or two PostgreSQL restarts in the short soak
+        # and one every ~90s in a long one.
         restarts = self.faults_rng.choice([1, 2]) if self.config.short else max(2, int(seconds // 90))
-        count = max(int(seconds // 4), 5 + restarts)
-        kinds = ["SIGKILL", "SIGKILL", "SIGSTOP", "SIGSTOP", "SIGTERM"] + ["restart"] * restarts
+        count = max(int(seconds // (FAULT_EVERY_SHORT if self.config.short else FAULT_EVERY)), 6 + restarts)
+        kinds = ["SIGKILL", "SIGSTOP", "SIGTERM"] * 2 + ["restart"] * restarts
         kinds += self.faults_rng.choices(["SIGKILL", "SIGSTOP", "SIGTERM"], weights=[3, 3, 2], k=count - len(kinds))
         self.faults_rng.shuffle(kinds)
         span = (seconds - 4.0) / len(kinds)
