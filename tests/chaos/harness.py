@@ -201,6 +201,7 @@ class ChaosWorker:
     exit_code: int | None = None
     term_at: float | None = None
     exited_at: float | None = None
+    ready: bool = False  # it logged its start: its signal handlers are in and its preflight is done
 
     @property
     def pid(self) -> int:
@@ -410,9 +411,16 @@ class Soak:
 
     # -- faults -------------------------------------------------------------------------------------------
 
+    def _ready(self, worker: ChaosWorker) -> bool:
+        """Whether the worker has started. Before that a SIGTERM kills it (no handler yet) and a restart cuts its
+        preflight, and it exits: faults are for running workers, as a process manager starts them again."""
+        if not worker.ready and " starting: " in self.log(worker):
+            worker.ready = True
+        return worker.ready
+
     def _target(self) -> ChaosWorker | None:
-        """A worker that is up, one running attempts if there is one (a fault there hits steps in flight)."""
-        up = [worker for worker in self.record.workers if worker.state == "up"]
+        """A started worker that is up, one running attempts if there is one (a fault there hits steps in flight)."""
+        up = [worker for worker in self.record.workers if worker.state == "up" and self._ready(worker)]
         holders = {
             row[0].split(":")[-2]
             for row in self.server.query(
@@ -428,11 +436,14 @@ class Soak:
         if now >= self.chaos_end:
             return  # put off past the window: the faults are over
         if kind == "restart":
+            if not all(self._ready(worker) for worker in self.record.workers if worker.state == "up"):
+                self.at(now + 0.5 - self.record.origin, "fault", kind)  # a worker is starting: a little later
+                return
             until = self.server.restart()
             self.record.faults.append(Fault("restart", now, until))
             return
         worker = self._target()
-        up = sum(worker.state == "up" for worker in self.record.workers)
+        up = sum(worker.state == "up" and worker.ready for worker in self.record.workers)
         if worker is None or (kind == "SIGSTOP" and up < 2):
             self.at(now + 0.5 - self.record.origin, "fault", kind)  # no worker to spare now: a little later
             return
