@@ -91,7 +91,7 @@ from tests.chaos.harness import (
     step_id,
 )
 
-pytestmark = [pytest.mark.process, pytest.mark.chaos]
+pytestmark = [pytest.mark.process, pytest.mark.chaos, pytest.mark.long]
 
 SHORT_SECONDS = 24.0
 LONG_SECONDS = 600.0

@@ -15,6 +15,7 @@ from tests.workflows import effects
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
 
 
+@pytest.mark.long
 def test_a_postgresql_restart_under_load_re_executes_no_step_whose_function_returned(workers, effects_dir):
     """On a server of its own (the restart cuts off no other test). The lease (30s) outlasts the restart."""
     pgserver = pytest.importorskip("pgserver", reason="a private server for the restart needs pgserver")

@@ -12,7 +12,7 @@ from durable_django.engine.cron import next_fire_after, parse
 from durable_django.testing import advance_schedule
 from tests.helpers import sql, wait_until
 
-pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.process, pytest.mark.long, pytest.mark.django_db(transaction=True)]
 
 # Every five seconds: several ticks in a short test, and a scheduler would have to be held up for four
 # seconds past its jitter (at most one) to miss one, which the assertions would catch (at three seconds
