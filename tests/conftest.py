@@ -10,6 +10,15 @@ from tests.helpers import ROOT, subprocess_database_url, wait_until
 from tests.pgbouncer import PgBouncer, routed
 
 
+@pytest.fixture(scope="session", autouse=True)
+def flush_what_was_written():
+    """Transactional tests end by truncating the tables that hold rows, not every table (tests/flush.py)."""
+    from tests.flush import truncating_what_was_written
+
+    with truncating_what_was_written():
+        yield
+
+
 @pytest.fixture(scope="session")
 def pgbouncer():
     """A real PgBouncer in transaction pooling mode in front of the test server, one per test process."""
@@ -42,7 +51,10 @@ def pooled_alias(django_db_setup, pgbouncer):
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    """Refuse a parallel run whose xdist groups do not hold: each member would rebuild its group's module fixture."""
+    """Long tests first (a stable sort: the same order on every xdist worker), so that a parallel run ends on
+    short ones; and refuse a parallel run whose xdist groups do not hold: each member would rebuild its group's
+    module fixture."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
     if not getattr(config.option, "loadgroup", False):  # set on an xdist worker under --dist loadgroup
         return
     ungrouped = [item.nodeid for item in items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]

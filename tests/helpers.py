@@ -7,6 +7,7 @@ import threading
 import time
 from urllib.parse import quote
 
+import psycopg
 from django.db import connection, connections
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -40,6 +41,18 @@ def wait_until(predicate, timeout: float = 30.0, interval: float = 0.02, message
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+
+
+def statuses_on(url: str, run_ids) -> dict[str, str]:
+    """Run id -> status on another server (a test's own), without a Django process to start; {} while it is down."""
+    try:
+        with psycopg.connect(url, connect_timeout=5) as conn:
+            rows = conn.execute(
+                "SELECT run_id, status FROM durable_run WHERE run_id = ANY(%s)", [list(run_ids)]
+            ).fetchall()
+    except psycopg.OperationalError:
+        return {}
+    return dict(rows)
 
 
 def run_in_threads(count: int, target, *args):

@@ -92,6 +92,8 @@ TEMPLATES = [
     }
 ]
 STATIC_URL = "/static/"
+# The admin tests log a user in for each test: a password hash that costs nothing (never in production).
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 # Short leases so fault tests (SIGKILL, SIGSTOP) see expiry in seconds.
 DURABLE = {

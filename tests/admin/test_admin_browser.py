@@ -198,12 +198,16 @@ def test_auto_refresh_lets_an_operator_watch_a_runs_progress(page, shoot, transa
     bounds = lifecycle.claim_bounds(functions=["tests.slow"], queues=None, tenant_id=None)
     [attempt] = lifecycle.claim(limit=1, start_now=1, worker_id="browser-tests:1", bounds=bounds)
     ctx = Context(attempt)
+    # The page's timers run on a clock the test moves: its interval is what is tested, not the wall time.
+    page.clock.install()
     page.goto(f"/admin/durable_django/run/{run.run_id}/change/")
     toggle = page.locator("#durable-autorefresh")
     assert not toggle.is_checked() and page.locator("#durable-progress").count() == 0
     toggle.check()
     ctx.set_progress({"done": 1, "total": 3})
     # The page reloads itself (every 5 seconds) and shows what the handler reported since.
+    assert toggle.get_attribute("data-seconds") == "5"
+    page.clock.run_for(5_000)
     page.wait_for_selector("#durable-progress")
     assert '"done": 1' in page.locator("#durable-progress").inner_text()
     assert page.locator("#durable-autorefresh").is_checked()  # remembered across the reload

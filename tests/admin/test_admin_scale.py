@@ -2,7 +2,8 @@
 queries, no full count, no full sort.
 
 The table is built once for this module with one ``INSERT ... SELECT
-generate_series`` and ANALYZE, and emptied afterwards so no other test sees it.
+generate_series`` (the secondary indexes created again afterwards, as they were)
+and ANALYZE, and emptied afterwards so no other test sees it.
 """
 
 import hashlib
@@ -53,13 +54,31 @@ CROSS JOIN LATERAL (
 ) s
 """
 
+# The definitions of durable_run's indexes that back no constraint (the primary key and unique ones stay).
+SECONDARY_INDEXES = """
+SELECT index.relname, pg_get_indexdef(index.oid)
+FROM pg_index JOIN pg_class index ON index.oid = pg_index.indexrelid
+WHERE pg_index.indrelid = 'durable_run'::regclass
+  AND NOT EXISTS (SELECT 1 FROM pg_constraint WHERE pg_constraint.conindid = index.oid)
+"""
+
 
 @pytest.fixture(scope="module")
 def million_runs(django_db_setup, django_db_blocker):
     with django_db_blocker.unblock():
         started = time.monotonic()
         with connection.cursor() as cur:
+            # Indexes built once over the full table cost a fraction of a million index insertions: the
+            # indexes no constraint owns are dropped, the rows inserted, and each index created again as it was.
+            cur.execute(SECONDARY_INDEXES)
+            indexes = cur.fetchall()
+            for name, _ in indexes:
+                cur.execute(f'DROP INDEX "{name}"')
             cur.execute(BUILD)
+            cur.execute("SET maintenance_work_mem = '256MB'")
+            for _, definition in indexes:
+                cur.execute(definition)
+            cur.execute("RESET maintenance_work_mem")
             cur.execute("ANALYZE durable_run")
         print(f"built {ROWS} runs in {time.monotonic() - started:.1f}s")
         yield ROWS

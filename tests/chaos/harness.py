@@ -37,6 +37,9 @@ WORKERS = 3
 MAX_RECOVERIES = 100
 STEP_PAUSE = (0.1, 1.0)
 SLEEP_SECONDS = (0.2, 1.5)
+# Seconds between faults, on average, in the short soak and in a long one.
+FAULT_EVERY_SHORT = 2.0
+FAULT_EVERY = 4.0
 # The retry policy of chaos.flow (tests/workflows/durable.py): fail 3 times and the run fails.
 MAX_ATTEMPTS = 3
 
@@ -198,6 +201,7 @@ class ChaosWorker:
     exit_code: int | None = None
     term_at: float | None = None
     exited_at: float | None = None
+    ready: bool = False  # it logged its start: its signal handlers are in and its preflight is done
 
     @property
     def pid(self) -> int:
@@ -315,11 +319,12 @@ class Soak:
             offsets.append(offset)
         for index, offset in enumerate(offsets):
             self.at(offset, "enqueue", (index, draw_plan(self.plans_rng)))
-        # Faults: one every ~4s, each kind at least once (two SIGKILLs and SIGSTOPs), one or two
-        # PostgreSQL restarts in the short soak and one every ~90s in a long one.
+        # Faults: one every ~2s in the short soak (they overlap: a SIGSTOP lasts past the lease) and every
+        # ~4s in a long one; each signal at least twice, one or two PostgreSQL restarts in the short soak
+        # and one every ~90s in a long one.
         restarts = self.faults_rng.choice([1, 2]) if self.config.short else max(2, int(seconds // 90))
-        count = max(int(seconds // 4), 5 + restarts)
-        kinds = ["SIGKILL", "SIGKILL", "SIGSTOP", "SIGSTOP", "SIGTERM"] + ["restart"] * restarts
+        count = max(int(seconds // (FAULT_EVERY_SHORT if self.config.short else FAULT_EVERY)), 6 + restarts)
+        kinds = ["SIGKILL", "SIGSTOP", "SIGTERM"] * 2 + ["restart"] * restarts
         kinds += self.faults_rng.choices(["SIGKILL", "SIGSTOP", "SIGTERM"], weights=[3, 3, 2], k=count - len(kinds))
         self.faults_rng.shuffle(kinds)
         span = (seconds - 4.0) / len(kinds)
@@ -406,9 +411,16 @@ class Soak:
 
     # -- faults -------------------------------------------------------------------------------------------
 
+    def _ready(self, worker: ChaosWorker) -> bool:
+        """Whether the worker has started. Before that a SIGTERM kills it (no handler yet) and a restart cuts its
+        preflight, and it exits: faults are for running workers, as a process manager starts them again."""
+        if not worker.ready and " starting: " in self.log(worker):
+            worker.ready = True
+        return worker.ready
+
     def _target(self) -> ChaosWorker | None:
-        """A worker that is up, one running attempts if there is one (a fault there hits steps in flight)."""
-        up = [worker for worker in self.record.workers if worker.state == "up"]
+        """A started worker that is up, one running attempts if there is one (a fault there hits steps in flight)."""
+        up = [worker for worker in self.record.workers if worker.state == "up" and self._ready(worker)]
         holders = {
             row[0].split(":")[-2]
             for row in self.server.query(
@@ -424,11 +436,14 @@ class Soak:
         if now >= self.chaos_end:
             return  # put off past the window: the faults are over
         if kind == "restart":
+            if not all(self._ready(worker) for worker in self.record.workers if worker.state == "up"):
+                self.at(now + 0.5 - self.record.origin, "fault", kind)  # a worker is starting: a little later
+                return
             until = self.server.restart()
             self.record.faults.append(Fault("restart", now, until))
             return
         worker = self._target()
-        up = sum(worker.state == "up" for worker in self.record.workers)
+        up = sum(worker.state == "up" and worker.ready for worker in self.record.workers)
         if worker is None or (kind == "SIGSTOP" and up < 2):
             self.at(now + 0.5 - self.record.origin, "fault", kind)  # no worker to spare now: a little later
             return

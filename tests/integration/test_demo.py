@@ -176,6 +176,7 @@ def check_admin_pages(database_url: str) -> None:
     assert lines[7] == "run link True", result.stdout
 
 
+@pytest.mark.long
 def test_demo_runs_every_workflow_to_its_state_and_each_side_effect_once(scratch_database, tmp_path):
     result = run_demo(scratch_database, tmp_path)
     output = result.stdout

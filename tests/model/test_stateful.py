@@ -1226,6 +1226,7 @@ class StoreMachine(RuleBasedStateMachine):
         self.resumed = set()
 
 
+@pytest.mark.long
 @pytest.mark.django_db(transaction=True)
 def test_the_store_behaves_like_the_model_of_the_contract():
     run_state_machine_as_test(StoreMachine, settings=settings.get_profile(PROFILE))

@@ -21,6 +21,7 @@ def succeeded_children(parent_run_id):
     return count
 
 
+@pytest.mark.long
 def test_a_thousand_children_gathered_under_a_sigkill_are_a_thousand_in_order_and_wake_the_parent_once(workers):
     parent = api.enqueue("tests.fan_out", {"children": [{"value": n, "pause": 0.01} for n in range(CHILDREN)]})
     doomed = workers.start("--concurrency", "4", **SHORT_LEASE)

@@ -28,7 +28,7 @@ from tests.hosts import Host, namespaces_unavailable, network_namespaces, simula
 from tests.tcp_server import DATABASE, USER, TcpServer, tcp_server
 from tests.workflows import effects
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.long]
 
 NAMES = ("host-a", "host-b", "host-c")
 RUNS = 2000

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from durable_django import api
-from tests.helpers import ROOT, sql, wait_until
+from tests.helpers import ROOT, sql, statuses_on, wait_until
 from tests.workflows import effects
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
@@ -190,9 +190,7 @@ def test_a_worker_survives_a_postgresql_restart_and_loses_no_run(workers):
             return result.stdout
 
         def status_on_private_server(run_id):
-            return next(
-                (line.split()[1] for line in manage("durable_runs").splitlines() if line.startswith(run_id)), None
-            )
+            return statuses_on(server.get_uri(), [run_id]).get(run_id)
 
         manage("migrate", "durable_django", "-v", "0")
         worker = workers.start("--concurrency", "2", env=env)
