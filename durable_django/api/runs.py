@@ -18,8 +18,8 @@ from ..engine import retention, submit
 from ..exceptions import InvalidInput, RunNotFound
 from ..limits import Debounce
 from ..states import CancelOutcome, RunStatus
+from ..store import cancellation
 from ..store import journal as journal_store
-from ..store import landing
 from ..store import runs as run_store
 from ..store.db import watching_landings
 from ..tenancy import normalize_tenant
@@ -152,7 +152,7 @@ def cancel(run_id: str | UUID, *, tenant_id: str | UUID | None = None) -> Cancel
     Raises:
         RunNotFound: no such run is visible to ``tenant_id``.
     """
-    outcome = landing.cancel(run_id_of(run_id), normalize_tenant(tenant_id))
+    outcome = cancellation.cancel(run_id_of(run_id), normalize_tenant(tenant_id))
     if outcome is None:
         raise RunNotFound(f"no run {run_id}", run_id=str(run_id))
     return outcome

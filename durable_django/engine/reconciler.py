@@ -33,7 +33,7 @@ from ..conf import durable_settings
 from ..exceptions import RecoveriesExhausted
 from ..journal_ids import WaitingFor
 from ..limits import QUEUE_CONCURRENCY_PREFIX, QueueLimits, configured_queue_limits
-from ..store import landing, reconcile
+from ..store import cancellation, landing, reconcile
 from ..store.db import in_transaction
 from .execute import exception_path, format_error
 
@@ -178,7 +178,7 @@ class Reconciler:
             # Read again under the parent's lock: a resume may have made it live again.
             if reconcile.status_of(parent_run_id) not in ("succeeded", "failed", "cancelled"):
                 continue
-            outcome = landing.cancel(run_id, None)
+            outcome = cancellation.cancel(run_id, None)
             repairs.append(
                 Repair(
                     run_id,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 
 from ..exceptions import AttemptTimedOut, DeadlineExceeded
-from ..store import landing, pool
+from ..store import deadlines, pool
 from . import telemetry
 from .attempt import Attempt
 from .execute import Outcome, deadline_error, exception_path, fail_attempt, fail_deadline, format_error
@@ -36,10 +36,10 @@ def expire_past_deadlines(limit: int = SWEEP_BATCH) -> int:
         How many runs past their deadline were found (``limit`` means there may be more).
     """
     with pool.borrowed(first=True):  # the claim loop's pass: one of a worker's engine connections
-        found = landing.past_deadline(limit)
+        found = deadlines.past_deadline(limit)
         for run in found:
             error = deadline_error(run.run_id, run.deadline)
-            if landing.expire(run, error=format_error(error), error_type=exception_path(error)) is not None:
+            if deadlines.expire(run, error=format_error(error), error_type=exception_path(error)) is not None:
                 logger.info("run %s failed: its deadline %s has passed", run.run_id, run.deadline)
     return len(found)
 
@@ -47,7 +47,7 @@ def expire_past_deadlines(limit: int = SWEEP_BATCH) -> int:
 def seconds_until_next_deadline() -> float | None:
     """Seconds until the soonest deadline of a live run that has not passed yet; None if there is none."""
     with pool.borrowed(first=True):
-        return landing.seconds_until_next_deadline()
+        return deadlines.seconds_until_next_deadline()
 
 
 def timed_out_error(attempt: Attempt) -> AttemptTimedOut:

@@ -21,7 +21,7 @@ from ..exceptions import LeaseLost, NotAChild, RunNotFound
 from ..journal_ids import WaitingFor
 from ..types import ChildResult
 from ..values import json_text
-from . import flow, landing, runs
+from . import cancellation, flow, landing, runs
 from .db import WAKE_CHANNEL, connection, cursor, from_json
 
 # Every journal entry of some runs.
@@ -457,7 +457,7 @@ def wait_for_child(
         if timeout_seconds is not None:
             deadline, passed = _deadline(cur, run_id, deadline_step_id, tenant_id, seconds=timeout_seconds)
         if passed:
-            landing.cancel(child_run_id, None)
+            cancellation.cancel(child_run_id, None)
             timed_out: ChildResult = {"state": "timeout", "result": None, "error": None}
             return WaitOutcome(suspended=False, value=_insert_step(cur, run_id, step_id, tenant_id, timed_out))
         _suspend(cur, run_id, token, WaitingFor.child(child_run_id), deadline)

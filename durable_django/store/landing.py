@@ -19,19 +19,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
 from ..journal_ids import WaitingFor
 from ..limits import QUEUE_CONCURRENCY_PREFIX, configured_queue_limits
-from ..states import CancelOutcome
 from . import flow
 from .db import DONE_CHANNEL, WAKE_CHANNEL, cursor, in_transaction
 
 _TERMINAL = "('succeeded', 'failed', 'cancelled')"
-_LIVE = "('pending', 'running', 'waiting')"
+LIVE = "('pending', 'running', 'waiting')"
 _CHILDREN_WAITS = "(" + ", ".join(f"'{wait}'" for wait in WaitingFor.children_waits()) + ")"
 _ALL_CHILDREN = str(WaitingFor.children(wait_all=True))
 _FENCE = "run_id = %(run_id)s AND attempts = %(token)s AND status = 'running'"
@@ -77,7 +75,7 @@ WHERE r.status = 'succeeded'
 # What each landing statement returns of the runs it landed: their new status, whether they have
 # children, and what decides which limit slots they gave up (see flow.SlotChange).
 _RETURNING = "run_id, status, has_children, concurrency_key, concurrency_while_waiting, started_at IS NOT NULL, queue"
-_LANDED = f"""
+LANDED = f"""
 SELECT {_RETURNING}, CASE WHEN status IN {_TERMINAL} THEN pg_notify('{DONE_CHANNEL}', run_id) END
 FROM landed
 """
@@ -91,7 +89,7 @@ WITH landed AS (
     WHERE r.run_id = done.run_id AND r.attempts = done.token AND r.status = 'running'
     RETURNING r.*
 )
-{_LANDED}
+{LANDED}
 """
 
 _FAIL_STATUS = """CASE
@@ -127,83 +125,7 @@ WITH landed AS (
     WHERE {_FENCE} AND pivoted_at IS NULL AND (NOT %(requested_only)s OR cancel_requested_at IS NOT NULL)
     RETURNING *
 )
-{_LANDED}
-"""
-
-# Live runs whose deadline has passed by the database clock, soonest first. A run whose parent's deadline
-# has passed too is left to its parent's end (its cascade), and a running run asked to stop is left to
-# end cancelled at its next context call or heartbeat.
-PAST_DEADLINE = f"""
-SELECT r.run_id, r.parent_run_id, r.deadline FROM durable_run r
-WHERE r.deadline <= now() AND r.status IN {_LIVE}
-  AND NOT (r.status = 'running' AND r.cancel_requested_at IS NOT NULL AND r.pivoted_at IS NULL)
-  AND NOT EXISTS (SELECT 1 FROM durable_run p
-                  WHERE p.run_id = r.parent_run_id AND p.deadline <= now() AND p.status IN {_LIVE})
-ORDER BY r.deadline
-LIMIT %(limit)s
-"""
-
-# Seconds until the soonest deadline of a live run that has not passed yet (NULL: none).
-NEXT_DEADLINE = f"""
-SELECT extract(epoch FROM min(deadline) - now())::float8 FROM durable_run
-WHERE deadline > now() AND status IN {_LIVE}
-"""
-
-# A run's status, read in a statement of its own once its lock is held.
-SELECT_STATUS = "SELECT status FROM durable_run WHERE run_id = %s"
-
-# Fail a live run whose deadline has passed (locked, its parent first), whatever it is doing: the
-# fence of its holder, if any, refuses that holder's later writes.
-EXPIRE = f"""
-WITH landed AS (
-    UPDATE durable_run SET status = 'failed', error = %(error)s, error_type = %(error_type)s, finished_at = now(),
-        leased_until = NULL, waiting_for = NULL, available_at = NULL, held_by = NULL, updated_at = now()
-    WHERE run_id = %(run_id)s AND deadline <= now() AND status IN {_LIVE}
-      AND NOT (status = 'running' AND cancel_requested_at IS NOT NULL AND pivoted_at IS NULL)
-    RETURNING *
-)
-{_LANDED}
-"""
-
-# Where cancel() begins: the run's parent, read without a lock (it never changes).
-SELECT_PARENT = """
-SELECT parent_run_id FROM durable_run
-WHERE run_id = %(run_id)s AND (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tenant_id)s::uuid)
-"""
-
-# Lock a run for cancel() (its parent already locked) and read what decides the outcome.
-LOCK_FOR_CANCEL = """
-SELECT status = 'running' AND attempt_started_at IS NOT NULL, status IN ('succeeded', 'failed', 'cancelled'),
-       pivoted_at IS NOT NULL, status
-FROM durable_run WHERE run_id = %(run_id)s
-FOR UPDATE
-"""
-
-# cancel() of a run that is not executing (pending, waiting, or claimed but not started): it ends now.
-CANCEL_NOW = f"""
-WITH landed AS (
-    UPDATE durable_run SET status = 'cancelled', cancel_requested_at = coalesce(cancel_requested_at, now()),
-        finished_at = now(), waiting_for = NULL, available_at = NULL, leased_until = NULL, held_by = NULL,
-        updated_at = now()
-    WHERE run_id = %(run_id)s
-    RETURNING *
-)
-{_LANDED}
-"""
-
-# cancel() of an executing run: ask it to stop at its next context call or heartbeat.
-CANCEL_REQUEST = f"""
-WITH landed AS (
-    UPDATE durable_run SET cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now()
-    WHERE run_id = %(run_id)s
-    RETURNING *
-)
-{_LANDED}
-"""
-
-# cancel() of a finished or pivoted run: note the first refusal, change nothing else.
-CANCEL_REFUSE = """
-UPDATE durable_run SET cancel_refused_at = coalesce(cancel_refused_at, now()) WHERE run_id = %(run_id)s
+{LANDED}
 """
 
 # Count children that just landed toward the parent's wait (the parent is locked by this transaction),
@@ -243,7 +165,7 @@ SELECT pg_notify('{WAKE_CHANNEL}', queue) FROM changed WHERE status = 'pending'
 CHILDREN_WAIT_OVER = f"""(
     (w.waiting_for = '{_ALL_CHILDREN}' AND NOT EXISTS (
         SELECT 1 FROM durable_run c
-        WHERE c.parent_run_id = w.run_id AND c.awaited_token = w.attempts AND c.status IN {_LIVE}))
+        WHERE c.parent_run_id = w.run_id AND c.awaited_token = w.attempts AND c.status IN {LIVE}))
     OR (w.waiting_for <> '{_ALL_CHILDREN}' AND EXISTS (
         SELECT 1 FROM durable_run c
         WHERE c.parent_run_id = w.run_id AND c.awaited_token = w.attempts AND c.status IN {_TERMINAL})))"""
@@ -260,7 +182,7 @@ WITH changed AS (
             WHEN {CHILDREN_WAIT_OVER} THEN NULL
             WHEN w.waiting_for = '{_ALL_CHILDREN}' THEN (
                 SELECT count(*)::int FROM durable_run c
-                WHERE c.parent_run_id = w.run_id AND c.awaited_token = w.attempts AND c.status IN {_LIVE})
+                WHERE c.parent_run_id = w.run_id AND c.awaited_token = w.attempts AND c.status IN {LIVE})
             ELSE 1 END,
         updated_at = now()
     WHERE w.run_id = ANY(%(run_ids)s::text[]) AND w.status = 'waiting' AND w.waiting_for IN {_CHILDREN_WAITS}
@@ -280,7 +202,7 @@ WITH RECURSIVE tree AS (
     SELECT c.run_id, tree.depth + 1 FROM durable_run c JOIN tree ON c.parent_run_id = tree.run_id
 )
 SELECT d.run_id FROM durable_run d JOIN tree USING (run_id)
-WHERE d.status IN {_LIVE}
+WHERE d.status IN {LIVE}
 ORDER BY tree.depth, d.run_id
 FOR UPDATE OF d
 """
@@ -292,7 +214,7 @@ WITH targets AS (
     SELECT run_id, status AS before, pivoted_at IS NOT NULL AS pivoted,
            pivoted_at IS NULL AND (status IN ('pending', 'waiting')
                                    OR (status = 'running' AND attempt_started_at IS NULL)) AS ends
-    FROM durable_run WHERE run_id = ANY(%(run_ids)s::text[]) AND status IN {_LIVE}
+    FROM durable_run WHERE run_id = ANY(%(run_ids)s::text[]) AND status IN {LIVE}
 ), ended AS (
     SELECT '{WaitingFor.CHILD_PREFIX}' || run_id AS wait FROM targets WHERE ends
 ), cascaded AS (
@@ -357,7 +279,7 @@ def complete_many(finished: list[Finished]) -> set[str]:
         if item.run_id not in landed:
             by_parent[item.parent_run_id].append(item)
     for parent_run_id, group in by_parent.items():
-        landed.update(in_transaction(_land, parent_run_id, COMPLETE, _batch(group)))
+        landed.update(in_transaction(land, parent_run_id, COMPLETE, _batch(group)))
     refused = [item for item in finished if item.run_id not in landed]
     if refused:
         with cursor() as cur:
@@ -395,7 +317,7 @@ def fail(
         "delay": delay,
         "counts": 1 if counts_as_failure else 0,
     }
-    return _status(in_transaction(_land, parent_run_id, FAIL, params))
+    return status_of(in_transaction(land, parent_run_id, FAIL, params))
 
 
 def cancel_held(run_id: str, token: int, parent_run_id: str | None, *, requested_only: bool = False) -> str | None:
@@ -405,18 +327,18 @@ def cancel_held(run_id: str, token: int, parent_run_id: str | None, *, requested
         requested_only: only if a cancel is requested now (one a cascade just asked for).
     """
     params = {"run_id": run_id, "token": token, "requested_only": requested_only}
-    return _status(in_transaction(_land, parent_run_id, CANCEL_HELD, params))
+    return status_of(in_transaction(land, parent_run_id, CANCEL_HELD, params))
 
 
 def _concurrency_queues() -> list[str]:
     return sorted(queue for queue, limits in configured_queue_limits().items() if limits.concurrency is not None)
 
 
-def _status(landed: dict[str, str]) -> str | None:
+def status_of(landed: dict[str, str]) -> str | None:
     return next(iter(landed.values()), None)
 
 
-def _land(
+def land(
     parent_run_id: str | None, statement: str, params: dict[str, Any], *, before: str = "running"
 ) -> dict[str, str]:
     """One landing transaction: lock the parent, land, wake the parent, cascade, release limit slots.
@@ -499,77 +421,3 @@ def cancel_children(parent_run_id: str, child_ids: list[str]) -> None:
     with cursor() as cur:
         cur.execute(LOCK_RUNS, {"run_ids": sorted(set(child_ids))})
         flow.release_slots(cur, _cascade(cur, sorted(set(child_ids)), include_roots=True))
-
-
-@dataclass(frozen=True, slots=True)
-class PastDeadline:
-    """A live run whose deadline has passed."""
-
-    run_id: str
-    parent_run_id: str | None
-    deadline: datetime
-
-
-def past_deadline(limit: int) -> list[PastDeadline]:
-    """Up to ``limit`` live runs whose deadline has passed, soonest first (see PAST_DEADLINE)."""
-    with cursor() as cur:
-        cur.execute(PAST_DEADLINE, {"limit": limit})
-        return [PastDeadline(*row) for row in cur.fetchall()]
-
-
-def seconds_until_next_deadline() -> float | None:
-    """Seconds until the soonest deadline of a live run that has not passed yet; None if there is none."""
-    with cursor() as cur:
-        cur.execute(NEXT_DEADLINE)
-        seconds: float | None = cur.fetchone()[0]
-        return seconds
-
-
-def expire(run: PastDeadline, *, error: str, error_type: str) -> str | None:
-    """Fail a run whose deadline has passed, whatever it is doing, and cancel its unfinished descendants.
-
-    Returns:
-        'failed', or None if it is no longer live (or is asked to stop while running) by the time it is locked.
-    """
-
-    def work() -> str | None:
-        with cursor() as cur:
-            if run.parent_run_id is not None:
-                cur.execute(LOCK_RUN, [run.parent_run_id])
-            cur.execute(LOCK_RUN, [run.run_id])
-            cur.execute(SELECT_STATUS, [run.run_id])
-            row = cur.fetchone()
-        if row is None:
-            return None
-        params = {"run_id": run.run_id, "error": error, "error_type": error_type}
-        return _status(_land(run.parent_run_id, EXPIRE, params, before=row[0]))
-
-    return in_transaction(work)
-
-
-def cancel(run_id: str, tenant_id: str | None) -> CancelOutcome | None:
-    """cancel(): returns the CancelOutcome, or None if no such run is visible."""
-    params = {"run_id": run_id, "tenant_id": tenant_id}
-
-    def work() -> CancelOutcome | None:
-        with cursor() as cur:
-            cur.execute(SELECT_PARENT, params)
-            row = cur.fetchone()
-            if row is None:
-                return None
-            parent_run_id = row[0]
-            if parent_run_id is not None:
-                cur.execute(LOCK_RUN, [parent_run_id])
-            cur.execute(LOCK_FOR_CANCEL, params)
-            executing, finished, pivoted, status = cur.fetchone()
-        if finished or pivoted:
-            with cursor() as cur:
-                cur.execute(CANCEL_REFUSE, params)
-            return CancelOutcome.REFUSED
-        if executing:
-            _land(None, CANCEL_REQUEST, params)
-            return CancelOutcome.REQUESTED
-        _land(parent_run_id, CANCEL_NOW, params, before=status)
-        return CancelOutcome.CANCELLED
-
-    return in_transaction(work)
