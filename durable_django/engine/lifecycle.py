@@ -61,7 +61,7 @@ def engine_connections(worker_id: str) -> Iterator[None]:
         yield
 
 
-def engine_connection() -> AbstractContextManager[None]:
+def engine_connection() -> AbstractContextManager[object]:
     """One of the engine's connections for a ``with`` block (a helper thread's pass); none without a pool."""
     return pool.borrowed()
 

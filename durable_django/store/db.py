@@ -96,19 +96,79 @@ def cursor(alias: str | None = None) -> CursorWrapper:
     Args:
         alias: the alias to read from (``READ_DATABASE`` for operator views); the durable alias by default.
     """
-    conn = connection(alias)
+    return cursor_on(connection(alias))
+
+
+def cursor_on(conn: BaseDatabaseWrapper | None) -> CursorWrapper:
+    """``cursor()`` on a given connection (None: this thread's durable connection)."""
+    if conn is None:
+        conn = connection()
     if conn.queries_logged:
         # DEBUG or a test capturing queries: Django's own cursor records the SQL as sent.
         return conn.cursor()
+    raw = _connected(conn)
+    conn.validate_thread_sharing()
+    # make_cursor() wraps the DB-API cursor it is given; django-stubs types its argument as a CursorWrapper.
+    return conn.make_cursor(_store_cursor(raw, conn))  # type: ignore[arg-type]
+
+
+def _connected(conn: BaseDatabaseWrapper) -> psycopg.Connection[Any]:
+    """The psycopg connection under ``conn``, opened if need be, preparing the store's statements where safe."""
     conn.ensure_connection()
     raw: psycopg.Connection[Any] = conn.connection
     if raw.prepare_threshold is None and durable_settings.prepares_statements(conn.alias):
         # Django disables preparation for the sake of connection poolers; only our
         # server-binding cursors prepare (Django's own client-binding cursors never do).
         raw.prepare_threshold = 0
+    return raw
+
+
+# Per Django connection: its psycopg connection and the store cursor kept on it (see fetch_one()).
+_KEPT: weakref.WeakKeyDictionary[BaseDatabaseWrapper, tuple[psycopg.Connection[Any], psycopg.Cursor[Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def fetch_one(sql: str, params: Any, conn: BaseDatabaseWrapper | None = None) -> Row | None:
+    """Run one of the store's statements on ``conn`` (this thread's durable connection by default); its first row.
+
+    What ``with cursor() as cur: cur.execute(...); cur.fetchone()`` does, for the
+    statements every step and every enqueue sends: on a store cursor kept per
+    connection (so psycopg keeps its adapters and its prepared statement at hand),
+    with Django's checks and error mapping, and without its cursor wrapper.
+    Where Django must see the statement (queries logged, execute wrappers
+    installed) it goes through ``cursor()``'s wrapper instead.
+    """
+    if conn is None:
+        conn = connections[durable_settings.DATABASE]
+    raw = conn.connection
+    kept = _KEPT.get(conn)
+    if (
+        kept is None
+        or kept[0] is not raw
+        or conn.queries_logged
+        or conn.execute_wrappers
+        or raw.info.timezone != conn.timezone
+    ):
+        with cursor_on(conn) as cur:
+            cur.execute(sql, params)
+            row: Row | None = cur.fetchone()
+        _keep(conn)
+        return row
     conn.validate_thread_sharing()
-    # make_cursor() wraps the DB-API cursor it is given; django-stubs types its argument as a CursorWrapper.
-    return conn.make_cursor(_store_cursor(raw, conn))  # type: ignore[arg-type]
+    conn.validate_no_broken_transaction()
+    store_cursor = kept[1]
+    with conn.wrap_database_errors:
+        store_cursor.execute(sql, params)
+        first: Row | None = store_cursor.fetchone()
+    return first
+
+
+def _keep(conn: BaseDatabaseWrapper) -> None:
+    """Keep a store cursor on ``conn``'s open connection for the next fetch_one()."""
+    raw = conn.connection
+    if raw is not None and not raw.closed:
+        _KEPT[conn] = (raw, _store_cursor(raw, conn))
 
 
 # SQLSTATEs a transaction may hit however well it orders its locks; it is simply run again.
@@ -170,8 +230,14 @@ def in_transaction(work: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) 
     raise AssertionError("unreachable")
 
 
+# jsonb's text (and json_text()'s) holds one JSON document with no whitespace around it: decoded as it
+# stands, without json.loads()'s two whitespace scans, which cost a small value as much as its decoding.
+_DECODE = json.JSONDecoder().raw_decode
+
+
 def from_json(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+    """A JSON value as PostgreSQL's jsonb (or ``values.json_text``) wrote it, decoded; None for SQL NULL."""
+    return None if text is None else _DECODE(text)[0]
 
 
 # Every read of a run selects these, in this order; jsonb comes back as text.
