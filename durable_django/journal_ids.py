@@ -14,6 +14,10 @@ from typing import ClassVar
 from .values import integer, text
 
 
+def _step_text(version: int, name: str, occurrence: int) -> str:
+    return f"v{version}:{name}:{occurrence}"
+
+
 @dataclass(frozen=True, slots=True)
 class StepId:
     """``v{version}:{name}:{occurrence}``, with ``#deadline`` for the deadline a timed wait journals."""
@@ -34,12 +38,23 @@ class StepId:
         """
         return cls(version, text(name, what="a step name"), integer(occurrence, what="occurrence", minimum=0))
 
+    @staticmethod
+    def encode(version: int, name: object, occurrence: object) -> str:
+        """``str(StepId.of(version, name, occurrence))``, without making the record: every step call needs one.
+
+        Raises:
+            InvalidInput: as ``of`` does.
+        """
+        if type(name) is str and name and "\x00" not in name and type(occurrence) is int and occurrence >= 0:
+            return _step_text(version, name, occurrence)  # valid, as of() would find
+        return str(StepId.of(version, name, occurrence))
+
     def deadline_id(self) -> StepId:
         """The id under which this wait journals its deadline."""
         return StepId(self.version, self.name, self.occurrence, deadline=True)
 
     def __str__(self) -> str:
-        return f"v{self.version}:{self.name}:{self.occurrence}" + (self.DEADLINE_SUFFIX if self.deadline else "")
+        return _step_text(self.version, self.name, self.occurrence) + (self.DEADLINE_SUFFIX if self.deadline else "")
 
     @classmethod
     def parse(cls, encoded: str) -> StepId:
