@@ -1,6 +1,7 @@
 """The two strings that cross every layer: a journal entry's step id, and what a waiting run waits for.
 
-Each has one encoder (``str()``) and one parser (``parse``), used by the
+Each has one encoder (``str()``; ``StepId.encode`` writes the same text
+straight from a step call's arguments) and one parser (``parse``), used by the
 engine that writes them, the store that matches them and the admin that shows
 them. Names may themselves hold ``:``; the parts that follow a name are
 numbers or fixed words, so parsing reads from the right.
