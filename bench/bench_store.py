@@ -76,11 +76,12 @@ def steps_vs_raw(n: int) -> tuple[float, float]:
     from durable_django.engine import lifecycle
     from durable_django.engine.context import Context
     from durable_django.store import pool
+    from durable_django.store.db import connection
 
     api.enqueue("bench.noop")
     bounds = lifecycle.claim_bounds(functions=["bench.noop"], queues=None, tenant_id=None)
     [attempt] = lifecycle.claim(limit=1, start_now=1, worker_id="bench", bounds=bounds)
-    ctx = Context(attempt)
+    ctx = Context(attempt, connection=connection())  # as a worker's slot makes it, on the handler's thread
     raw_run_id = str(uuid.uuid4())
     with pool.installed(durable_settings.DATABASE, 1, "durable_worker bench"):
         return alternate(
@@ -140,7 +141,7 @@ def _record_split(what: str, costs: dict[str, tuple[float, float, float | None]]
 
 def cost_split(n: int) -> None:
     """Where an enqueue's and a step's time goes, against their raw baselines (see the module's docstring)."""
-    from django.db import connection
+    from django.db import connection, connections
 
     from durable_django import api
     from durable_django.conf import durable_settings
@@ -173,7 +174,8 @@ def cost_split(n: int) -> None:
         api.enqueue("bench.noop")
         bounds = lifecycle.claim_bounds(functions=["bench.noop"], queues=None, tenant_id=None)
         [attempt] = lifecycle.claim(limit=1, start_now=1, worker_id="bench", bounds=bounds)
-        ctx, (run_id, token), raw_run = Context(attempt), attempt.held, str(uuid.uuid4())
+        ctx = Context(attempt, connection=connections[durable_settings.DATABASE])  # as a worker's slot makes it
+        (run_id, token), raw_run = attempt.held, str(uuid.uuid4())
         with pool.installed(durable_settings.DATABASE, 1, "durable_worker bench"):
             with pool.borrowed():
                 engine = _backend_pid(connection)  # the pool's one connection, which ctx.step borrows

@@ -1,6 +1,7 @@
 """The two strings that cross every layer: a journal entry's step id, and what a waiting run waits for.
 
-Each has one encoder (``str()``) and one parser (``parse``), used by the
+Each has one encoder (``str()``; ``StepId.encode`` writes the same text
+straight from a step call's arguments) and one parser (``parse``), used by the
 engine that writes them, the store that matches them and the admin that shows
 them. Names may themselves hold ``:``; the parts that follow a name are
 numbers or fixed words, so parsing reads from the right.
@@ -12,6 +13,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from .values import integer, text
+
+
+def _step_text(version: int, name: str, occurrence: int) -> str:
+    return f"v{version}:{name}:{occurrence}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,12 +39,23 @@ class StepId:
         """
         return cls(version, text(name, what="a step name"), integer(occurrence, what="occurrence", minimum=0))
 
+    @staticmethod
+    def encode(version: int, name: object, occurrence: object) -> str:
+        """``str(StepId.of(version, name, occurrence))``, without making the record: every step call needs one.
+
+        Raises:
+            InvalidInput: as ``of`` does.
+        """
+        if type(name) is str and name and "\x00" not in name and type(occurrence) is int and occurrence >= 0:
+            return _step_text(version, name, occurrence)  # valid, as of() would find
+        return str(StepId.of(version, name, occurrence))
+
     def deadline_id(self) -> StepId:
         """The id under which this wait journals its deadline."""
         return StepId(self.version, self.name, self.occurrence, deadline=True)
 
     def __str__(self) -> str:
-        return f"v{self.version}:{self.name}:{self.occurrence}" + (self.DEADLINE_SUFFIX if self.deadline else "")
+        return _step_text(self.version, self.name, self.occurrence) + (self.DEADLINE_SUFFIX if self.deadline else "")
 
     @classmethod
     def parse(cls, encoded: str) -> StepId:

@@ -42,6 +42,14 @@ def json_text(value: object, *, what: str) -> str:
         InvalidInput: not JSON-serialisable, NaN or infinite, or holding a NUL character.
     """
     try:
+        # Scalars that hold no NUL, as the encoder writes them, without its set-up: a step run for its
+        # effect returns None.
+        if value is None:
+            return "null"
+        if type(value) is bool:
+            return "true" if value else "false"
+        if type(value) is int:
+            return int.__repr__(value)  # ValueError past Python's limit on an int's digits, as encoding gives
         text = _ENCODER.encode(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInput(f"{what} is not JSON-serialisable: {exc}") from exc

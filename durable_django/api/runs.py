@@ -21,7 +21,7 @@ from ..states import CancelOutcome, RunStatus
 from ..store import cancellation
 from ..store import journal as journal_store
 from ..store import runs as run_store
-from ..store.db import watching_landings
+from ..store.sessions import watching_landings
 from ..tenancy import normalize_tenant
 from ..types import Run, RunPage
 from ..values import integer, json_text, seconds, text

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from django.db import DatabaseError
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from ..store import claims, journal, pool
 from ..store.db import from_json
@@ -40,7 +41,7 @@ class _Request(Generic[_Item, _Outcome]):
 
     def __init__(self, item: _Item) -> None:
         self.item = item
-        self.answered: threading.Event | None = None  # made only for a slot that waits
+        self.answered = threading.Event()
         self.lead = False
         self.outcome: _Outcome | None = None
         self.error: BaseException | None = None
@@ -50,10 +51,11 @@ class Batcher(Generic[_Item, _Outcome]):
     """Sends the writes that threads ask for at the same time together.
 
     Args:
-        write_many: writes a batch on the calling thread's connection and returns one outcome per item, in order.
+        write_many: writes a batch on the connection it is given (None: the calling thread's own) and
+            returns one outcome per item, in order.
     """
 
-    def __init__(self, write_many: Callable[[list[_Item]], list[_Outcome]]) -> None:
+    def __init__(self, write_many: Callable[[list[_Item], BaseDatabaseWrapper | None], list[_Outcome]]) -> None:
         self._write_many = write_many
         self._lock = threading.Lock()
         self._asked: list[_Request[_Item, _Outcome]] = []
@@ -67,44 +69,53 @@ class Batcher(Generic[_Item, _Outcome]):
         """
         if not pool.lending():
             # Outside a worker every thread writes on its own connection, inside its own transaction.
-            return self._write_many([item])[0]
-        request: _Request[_Item, _Outcome] = _Request(item)
+            return self._write_many([item], None)[0]
         with self._lock:
-            lead = not self._leading
-            if not lead:
-                request.answered = threading.Event()
-            self._asked.append(request)
+            alone = not self._leading
             self._leading = True
-        if not lead:
-            assert request.answered is not None
-            request.answered.wait()
-        if lead or request.lead:
+            if not alone:
+                request: _Request[_Item, _Outcome] = _Request(item)
+                self._asked.append(request)
+        if alone:
+            return self._write_alone(item)
+        request.answered.wait()
+        if request.lead:
             self._lead()
         if request.error is not None:
             raise _copy(request.error)
         return request.outcome  # type: ignore[return-value]  # set for every request of a batch that was written
+
+    def _write_alone(self, item: _Item) -> _Outcome:
+        """Lead with nobody waiting: write ``item`` by itself, then pass the lead to a slot that asked meanwhile."""
+        try:
+            with pool.lent() as conn:
+                return self._write_many([item], conn)[0]
+        finally:
+            self._pass_lead()
 
     def _lead(self) -> None:
         """Write every item asked for so far in one statement, answer each slot, and pass the lead on."""
         with self._lock:
             batch, self._asked = self._asked, []
         try:
-            with pool.borrowed():
-                outcomes = self._write_many([request.item for request in batch])
+            with pool.lent() as conn:
+                outcomes = self._write_many([request.item for request in batch], conn)
         except BaseException as exc:  # noqa: BLE001 - every slot of the batch is told, and raises it
             for request in batch:
                 request.error = exc
         else:
             for request, outcome in zip(batch, outcomes, strict=True):
                 request.outcome = outcome
+        for request in batch:
+            request.answered.set()
+        self._pass_lead()
+
+    def _pass_lead(self) -> None:
+        """Hand the lead to the first slot that asked since this batch was taken, or give it up."""
         with self._lock:
             successor = self._asked[0] if self._asked else None
             self._leading = successor is not None
-        for request in batch:
-            if request.answered is not None:
-                request.answered.set()
         if successor is not None:
-            assert successor.answered is not None
             successor.lead = True
             successor.answered.set()
 
@@ -121,8 +132,9 @@ def _copy(exc: BaseException) -> BaseException:
 # -- starts of claimed runs that waited for a slot ------------------------------------------------
 
 
-def _start_many(held: list[tuple[str, int]]) -> list[claims.Start]:
-    outcomes = claims.start_many(held)
+def _start_many(held: list[tuple[str, int]], conn: BaseDatabaseWrapper | None) -> list[claims.Start]:
+    with pool.borrowed():  # the connection lent to this batch, as the thread's own for the store's cursor()
+        outcomes = claims.start_many(held)
     return [outcomes[key] for key in held]
 
 

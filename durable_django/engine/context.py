@@ -16,12 +16,15 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, ParamSpec, TypedDict, TypeVar, Unpack
 
+from django.db import connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+
 from .. import faults
+from ..conf import durable_settings
 from ..exceptions import Cancelled, InvalidInput, StepResultNotSerializable, Suspended
 from ..journal_ids import StepId
 from ..store import journal as journal_store
 from ..store import progress as progress_store
-from ..store.db import connection
 from ..types import ChildResult, RetryPolicy, Run
 from ..values import aware, integer, json_text, seconds, text
 from . import batching, submit, telemetry, tracing
@@ -141,15 +144,17 @@ class Context(RunFacts):
 
     Args:
         attempt: the attempt this context belongs to.
-        atomic_depth: how many ``atomic()`` blocks were open on the durable alias when the
-            handler was called; a context call made inside a block the handler opened is
-            refused (see ``_enter``).
+        connection: the connection on the durable alias of the thread the handler runs on (a sync
+            handler's), as the handler is called: a context call made inside an ``atomic()`` block the
+            handler opens on it is refused (see ``_enter``). None: the calling thread's, looked up at
+            each call, with no block open at the start.
     """
 
-    def __init__(self, attempt: Attempt, *, atomic_depth: int = 0) -> None:
+    def __init__(self, attempt: Attempt, *, connection: BaseDatabaseWrapper | None = None) -> None:
         self._attempt = attempt
         self._run = attempt.run
-        self._atomic_depth = atomic_depth
+        self._connection = connection
+        self._atomic_depth = 0 if connection is None else len(connection.atomic_blocks)
         self.suspended = False
 
     # -- steps -------------------------------------------------------------
@@ -158,9 +163,9 @@ class Context(RunFacts):
         """Raise the stop this attempt owes, refuse a call from inside the handler's own transaction,
         and return the call's step id."""
         self._check()
-        sid = StepId.of(self._run.version, name, occurrence)
+        sid = StepId.encode(self._run.version, name, occurrence)
         self._outside_handler_transaction(sid)
-        return str(sid)
+        return sid
 
     def _check(self) -> None:
         """Raise the stop this attempt owes (cancel, lost lease, earlier suspension)."""
@@ -168,12 +173,13 @@ class Context(RunFacts):
             raise Suspended()
         self._attempt.check()
 
-    def _outside_handler_transaction(self, call: StepId | str) -> None:
+    def _outside_handler_transaction(self, call: str) -> None:
         """Refuse a context call (a step's id, or the call's name) made inside the handler's own transaction."""
-        if len(connection().atomic_blocks) > self._atomic_depth:
+        conn = self._connection or connections[durable_settings.DATABASE]
+        if len(conn.atomic_blocks) > self._atomic_depth:
             # The journal write would join the handler's transaction: a suspension could roll
             # back its own record, and a step's value could vanish with the handler's rollback.
-            named = f"ctx.{call.name!r}" if isinstance(call, StepId) else call
+            named = call if call.startswith("ctx.") else f"ctx.{StepId.parse(call).name!r}"
             raise InvalidInput(
                 f"{named} was called inside a transaction.atomic() block the handler opened: durable "
                 "context calls write their own transactions; call them outside the block"
@@ -188,44 +194,43 @@ class Context(RunFacts):
                 step=name,
                 run_id=self._run.run_id,
             ) from None
+        attempt = self._attempt
         if pivot:
-            recorded = self._attempt.persist(
-                journal_store.record_step, self._run.run_id, self._attempt.token, sid, encoded, pivot=True
+            recorded = attempt.persist(
+                journal_store.record_step, self._run.run_id, attempt.token, sid, encoded, pivot=True
             )
+            attempt.pivoted = True
         else:  # journalled together with the steps other slots record at the same time
-            recorded = self._attempt.persist_together(
-                batching.record_step, self._run.run_id, self._attempt.token, sid, encoded
-            )
-        if pivot:
-            self._attempt.pivoted = True
+            recorded = attempt.persist_together(batching.record_step, self._run.run_id, attempt.token, sid, encoded)
         if recorded.cancel_requested:
-            self._attempt.cancel_requested = True
-        self._attempt.journal[sid] = recorded.value
+            attempt.cancel_requested = True
+        attempt.journal[sid] = recorded.value
         return recorded.value
 
     def step(self, name: str, fn: Callable[[], object], *, occurrence: int = 0, pivot: bool = False) -> Any:
         """Return the journalled value of (name, occurrence), or call ``fn`` and journal its result.
 
         A pivot step holds back a requested cancel from before ``fn`` runs until its
-        value is journalled: once it ran, the run must carry on.
+        value is journalled: once it ran, the run must carry on. Only ``fn`` runs as
+        user code (a stop may interrupt it); the rest is the engine's.
         """
-        with self._attempt.engine_code():
+        attempt = self._attempt
+        with attempt.engine_code():
             sid = self._enter(name, occurrence)
-            if sid in self._attempt.journal:
-                telemetry.step_replayed(self._attempt, name)
-                return self._attempt.journal[sid]
-        with telemetry.step(self._attempt, name, occurrence):
-            if pivot:
-                with self._attempt.pivot():
-                    with self._attempt.user_code():
-                        value = fn()
-                    faults.reach("step.returned")
-                    with self._attempt.engine_code():
+            journal = attempt.journal
+            if sid in journal:
+                telemetry.step_replayed(attempt, name)
+                return journal[sid]
+            with telemetry.step(attempt, name, occurrence):
+                if pivot:
+                    with attempt.pivot():
+                        with attempt.user_code():
+                            value = fn()
+                        faults.reach("step.returned")
                         return self._record(sid, name, value, pivot)
-            with self._attempt.user_code():
-                value = fn()
-            faults.reach("step.returned")
-            with self._attempt.engine_code():
+                with attempt.user_code():
+                    value = fn()
+                faults.reach("step.returned")
                 return self._record(sid, name, value, pivot)
 
     def set_progress(self, value: object) -> None:

@@ -148,7 +148,7 @@ def _execute(attempt: Attempt, land_success: Callable[[Attempt, str], Outcome]) 
         if inspect.iscoroutinefunction(handler):
             result, ctx = _run_async(handler, attempt)
         else:
-            ctx = Context(attempt, atomic_depth=len(connection().atomic_blocks))
+            ctx = Context(attempt, connection=connection())
             with attempt.user_code():
                 result = handler(ctx, run.input)
         # The handler returned: from here a requested cancel no longer stops it (the completion wins).

@@ -34,9 +34,9 @@ from ..store.claims import ClaimBounds as ClaimBounds  # the worker's (re-export
 from ..store.claims import Renewal
 from ..store.db import WAKE_CHANNEL as WAKE_CHANNEL  # the worker's
 from ..store.db import is_disconnect
-from ..store.db import listening as listening  # the worker's
 from ..store.db import reset_connection as reset_connection  # the worker's, and used here
 from ..store.schedules import database_now as _database_now
+from ..store.sessions import listening as listening  # the worker's
 from ..store.workers import WorkerIdentity as WorkerIdentity  # the worker's
 from ..types import ClaimedRun
 from . import batching, telemetry
@@ -61,7 +61,7 @@ def engine_connections(worker_id: str) -> Iterator[None]:
         yield
 
 
-def engine_connection() -> AbstractContextManager[None]:
+def engine_connection() -> AbstractContextManager[object]:
     """One of the engine's connections for a ``with`` block (a helper thread's pass); none without a pool."""
     return pool.borrowed()
 

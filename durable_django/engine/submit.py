@@ -265,6 +265,8 @@ def deadline_params(deadline: object) -> dict[str, Any]:
     Raises:
         InvalidInput: not an aware datetime, a timedelta or a number of seconds, or already past.
     """
+    if deadline is None:
+        return _NO_DEADLINE
     if isinstance(deadline, datetime):
         instant = aware(deadline, what="deadline")
         if instant is not None and instant <= timezone.now():
@@ -274,6 +276,9 @@ def deadline_params(deadline: object) -> dict[str, Any]:
     if after is not None and after <= 0:
         raise InvalidInput(f"deadline {deadline!r} has already passed: give a positive duration")
     return {"deadline": None, "deadline_seconds": after}
+
+
+_NO_DEADLINE = {"deadline": None, "deadline_seconds": None}
 
 
 def _limit_params(limits: RunLimits) -> dict[str, Any]:

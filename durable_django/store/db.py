@@ -7,12 +7,10 @@ import json
 import random
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 import psycopg
-from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError, InterfaceError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
@@ -23,7 +21,6 @@ from ..conf import durable_settings
 from ..states import TERMINAL_STATUSES, RunStatus
 from ..tenancy import unscope
 from ..types import RetryPolicy, Run, Schedule
-from . import pool
 
 # Channels: one wakes workers (payload: the queue), one announces landed runs (payload: run id).
 WAKE_CHANNEL = "durable_wake"
@@ -96,19 +93,79 @@ def cursor(alias: str | None = None) -> CursorWrapper:
     Args:
         alias: the alias to read from (``READ_DATABASE`` for operator views); the durable alias by default.
     """
-    conn = connection(alias)
+    return cursor_on(connection(alias))
+
+
+def cursor_on(conn: BaseDatabaseWrapper | None) -> CursorWrapper:
+    """``cursor()`` on a given connection (None: this thread's durable connection)."""
+    if conn is None:
+        conn = connection()
     if conn.queries_logged:
         # DEBUG or a test capturing queries: Django's own cursor records the SQL as sent.
         return conn.cursor()
+    raw = _connected(conn)
+    conn.validate_thread_sharing()
+    # make_cursor() wraps the DB-API cursor it is given; django-stubs types its argument as a CursorWrapper.
+    return conn.make_cursor(_store_cursor(raw, conn))  # type: ignore[arg-type]
+
+
+def _connected(conn: BaseDatabaseWrapper) -> psycopg.Connection[Any]:
+    """The psycopg connection under ``conn``, opened if need be, preparing the store's statements where safe."""
     conn.ensure_connection()
     raw: psycopg.Connection[Any] = conn.connection
     if raw.prepare_threshold is None and durable_settings.prepares_statements(conn.alias):
         # Django disables preparation for the sake of connection poolers; only our
         # server-binding cursors prepare (Django's own client-binding cursors never do).
         raw.prepare_threshold = 0
+    return raw
+
+
+# Per Django connection: its psycopg connection and the store cursor kept on it (see fetch_one()).
+_KEPT: weakref.WeakKeyDictionary[BaseDatabaseWrapper, tuple[psycopg.Connection[Any], psycopg.Cursor[Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def fetch_one(sql: str, params: Any, conn: BaseDatabaseWrapper | None = None) -> Row | None:
+    """Run one of the store's statements on ``conn`` (this thread's durable connection by default); its first row.
+
+    What ``with cursor() as cur: cur.execute(...); cur.fetchone()`` does, for the
+    statements every step and every enqueue sends: on a store cursor kept per
+    connection (so psycopg keeps its adapters and its prepared statement at hand),
+    with Django's checks and error mapping, and without its cursor wrapper.
+    Where Django must see the statement (queries logged, execute wrappers
+    installed) it goes through ``cursor()``'s wrapper instead.
+    """
+    if conn is None:
+        conn = connections[durable_settings.DATABASE]
+    raw = conn.connection
+    kept = _KEPT.get(conn)
+    if (
+        kept is None
+        or kept[0] is not raw
+        or conn.queries_logged
+        or conn.execute_wrappers
+        or raw.info.timezone != conn.timezone
+    ):
+        with cursor_on(conn) as cur:
+            cur.execute(sql, params)
+            row: Row | None = cur.fetchone()
+        _keep(conn)
+        return row
     conn.validate_thread_sharing()
-    # make_cursor() wraps the DB-API cursor it is given; django-stubs types its argument as a CursorWrapper.
-    return conn.make_cursor(_store_cursor(raw, conn))  # type: ignore[arg-type]
+    conn.validate_no_broken_transaction()
+    store_cursor = kept[1]
+    with conn.wrap_database_errors:
+        store_cursor.execute(sql, params)
+        first: Row | None = store_cursor.fetchone()
+    return first
+
+
+def _keep(conn: BaseDatabaseWrapper) -> None:
+    """Keep a store cursor on ``conn``'s open connection for the next fetch_one()."""
+    raw = conn.connection
+    if raw is not None and not raw.closed:
+        _KEPT[conn] = (raw, _store_cursor(raw, conn))
 
 
 # SQLSTATEs a transaction may hit however well it orders its locks; it is simply run again.
@@ -170,8 +227,14 @@ def in_transaction(work: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) 
     raise AssertionError("unreachable")
 
 
+# jsonb's text (and json_text()'s) holds one JSON document with no whitespace around it: decoded as it
+# stands, without json.loads()'s two whitespace scans, which cost a small value as much as its decoding.
+_DECODE = json.JSONDecoder().raw_decode
+
+
 def from_json(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+    """A JSON value as PostgreSQL's jsonb (or ``values.json_text``) wrote it, decoded; None for SQL NULL."""
+    return None if text is None else _DECODE(text)[0]
 
 
 # Every read of a run selects these, in this order; jsonb comes back as text.
@@ -289,82 +352,6 @@ def row_to_schedule(row: Row) -> Schedule:
         created_at=created_at,
         updated_at=updated_at,
     )
-
-
-def session_connection_params(alias: str) -> dict[str, Any]:
-    """psycopg.connect() arguments for a session of its own on ``alias``, preparing only where that is safe."""
-    params = connections[alias].get_connection_params()
-    for django_only in ("cursor_factory", "context", "prepare_threshold"):
-        params.pop(django_only, None)
-    if not durable_settings.prepares_statements(alias):
-        params["prepare_threshold"] = None  # psycopg prepares a query it sees five times, by default
-    return {**params, **pool.session_name()}
-
-
-@contextmanager
-def session(alias: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
-    """A dedicated autocommit session on ``alias``, outside any transaction of the caller's."""
-    with psycopg.connect(**session_connection_params(alias), autocommit=True) as conn:
-        yield conn
-
-
-@contextmanager
-def listening(channels: Iterable[str]) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
-    """A dedicated autocommit session that LISTENs on ``channels``; iterate ``conn.notifies()``.
-
-    Raises:
-        ImproperlyConfigured: the durable alias goes through a transaction pooler and no
-            ``LISTEN_DATABASE`` bypasses it; callers poll instead (``durable_settings.listen_database``).
-    """
-    alias = durable_settings.listen_database
-    if alias is None:
-        raise ImproperlyConfigured(
-            f"DURABLE['DATABASE'] {durable_settings.DATABASE!r} goes through a transaction pooler "
-            "(DISABLE_SERVER_SIDE_CURSORS), where LISTEN is lost: set DURABLE['LISTEN_DATABASE'] "
-            "to an alias that reaches PostgreSQL directly"
-        )
-    with session(alias) as conn:
-        for channel in channels:
-            conn.execute(f'LISTEN "{channel}"')
-        yield conn
-
-
-class LandingWatch:
-    """Waits for a run to land: woken by the ``durable_done`` NOTIFY, or by polling where LISTEN is lost.
-
-    ``session`` reads what is committed, outside the caller's transaction. Behind
-    a transaction pooler with no ``LISTEN_DATABASE`` it polls, from every 50 ms
-    up to every ``POLL_SECONDS``, so a short run is seen soon and a long wait
-    costs little.
-    """
-
-    FIRST_POLL_SECONDS = 0.05
-
-    def __init__(self, session: psycopg.Connection[tuple[Any, ...]], *, listening: bool) -> None:
-        self.session = session
-        self.listening = listening
-        self._poll = self.FIRST_POLL_SECONDS
-
-    def wait(self, run_id: str, timeout: float) -> None:
-        """Return when ``run_id``'s landing is announced, at the next poll, or after ``timeout`` seconds."""
-        if not self.listening:
-            time.sleep(min(timeout, self._poll))
-            self._poll = min(self._poll * 2, float(durable_settings.POLL_SECONDS))
-            return
-        for notify in self.session.notifies(timeout=timeout):
-            if notify.payload == run_id:
-                return
-
-
-@contextmanager
-def watching_landings() -> Iterator[LandingWatch]:
-    """A session that hears landed runs announced (LISTEN subscribes before the caller reads), or polls."""
-    if durable_settings.listen_database is None:
-        with session(durable_settings.DATABASE) as conn:
-            yield LandingWatch(conn, listening=False)
-        return
-    with listening([DONE_CHANNEL]) as conn:
-        yield LandingWatch(conn, listening=True)
 
 
 def reset_connection() -> None:

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db import transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 
 from .. import faults
@@ -22,7 +23,7 @@ from ..journal_ids import WaitingFor
 from ..types import ChildResult
 from ..values import json_text
 from . import cancellation, flow, landing, runs
-from .db import WAKE_CHANNEL, connection, cursor, from_json
+from .db import WAKE_CHANNEL, connection, cursor, cursor_on, fetch_one, from_json
 
 # Every journal entry of some runs.
 SELECT_JOURNAL = "SELECT run_id, step_id, result::text FROM durable_step WHERE run_id = ANY(%s)"
@@ -276,17 +277,23 @@ class StepWritten:
     cancel_requested: bool
 
 
-def record_steps(writes: list[StepWrite]) -> list[StepWritten]:
-    """Journal steps, one statement for them all (one alone: its own plainer statement); one outcome per write."""
-    with cursor() as cur:
-        if len(writes) == 1:
-            [write] = writes
-            cur.execute(
-                RECORD_STEP_ALONE,
-                {"run_id": write.run_id, "token": write.token, "step_id": write.step_id, "result": write.result_json},
-            )
-            row = cur.fetchone()
-            return [StepWritten(None, False) if row is None else StepWritten(row[0], bool(row[1]))]
+_NOT_STORED = StepWritten(None, False)
+
+
+def record_steps(writes: list[StepWrite], conn: BaseDatabaseWrapper | None = None) -> list[StepWritten]:
+    """Journal steps, one statement for them all (one alone: its own plainer statement); one outcome per write.
+
+    ``conn``: the connection to write on; this thread's durable connection by default.
+    """
+    if len(writes) == 1:
+        [write] = writes
+        row = fetch_one(
+            RECORD_STEP_ALONE,
+            {"run_id": write.run_id, "token": write.token, "step_id": write.step_id, "result": write.result_json},
+            conn,
+        )
+        return [_NOT_STORED if row is None else StepWritten(row[0], bool(row[1]))]
+    with cursor_on(conn) as cur:
         cur.execute(
             RECORD_STEPS,
             {

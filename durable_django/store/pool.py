@@ -79,7 +79,13 @@ class EnginePool:
             first: when every connection is lent, be served before the callers waiting without it
                 (the claim loop and the heartbeat: a worker's throughput and its leases hang on them).
         """
-        return _Borrow(self, first)
+        return _Borrow(self, first, install=True)
+
+    def lent(self) -> _Borrow:
+        """A context that gives one of the pool's connections (the one this thread holds, if it holds
+        one) without making it the thread's connection on the alias: for a statement sent on it
+        explicitly (``db.fetch_one(..., conn)``), which then skips two swaps of Django's connections."""
+        return _Borrow(self, False, install=False)
 
     def holds(self) -> bool:
         """Whether the calling thread holds one of the pool's connections now."""
@@ -139,42 +145,48 @@ class _Waiter:
 
 
 class _Borrow:
-    """Swap one of the pool's connections in as this thread's connection on the alias, and back."""
+    """Take one of the pool's connections for this thread (or keep the one it holds), and give it back;
+    ``install``: make it the thread's connection on the alias meanwhile, and put the own one back."""
 
-    __slots__ = ("_first", "_pool", "_previous", "_wrapper")
+    __slots__ = ("_first", "_install", "_owner", "_pool", "_previous")
 
-    def __init__(self, pool: EnginePool, first: bool) -> None:
+    def __init__(self, pool: EnginePool, first: bool, *, install: bool) -> None:
         self._pool = pool
         self._first = first
-        self._wrapper: BaseDatabaseWrapper | None = None
+        self._install = install
+        self._owner = False
         self._previous: BaseDatabaseWrapper | None = None
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> BaseDatabaseWrapper:
         held = self._pool._held
         depth = getattr(held, "depth", 0)
-        held.depth = depth + 1
         if depth:
-            return  # this thread holds one already: keep using it
-        try:
-            self._wrapper = self._pool._acquire(self._first)
-        except BaseException:
-            held.depth = 0
-            raise
-        alias = self._pool.alias
-        self._previous = connections[alias]
-        connections[alias] = self._wrapper
+            wrapper: BaseDatabaseWrapper = held.wrapper  # this thread holds one already: keep using it
+        else:
+            wrapper = held.wrapper = self._pool._acquire(self._first)
+            held.installed = False
+            self._owner = True
+        held.depth = depth + 1
+        if self._install and not held.installed:
+            alias = self._pool.alias
+            self._previous = connections[alias]
+            connections[alias] = wrapper
+            held.installed = True
+        return wrapper
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         held = self._pool._held
         held.depth -= 1
-        wrapper, previous = self._wrapper, self._previous
-        if wrapper is None or previous is None:
-            return
-        self._wrapper = self._previous = None
-        connections[self._pool.alias] = previous
-        self._pool._release(wrapper, failed=exc is not None and isinstance(exc, DatabaseError))
+        if self._previous is not None:
+            connections[self._pool.alias] = self._previous
+            self._previous = None
+            held.installed = False
+        if self._owner:
+            self._owner = False
+            wrapper, held.wrapper = held.wrapper, None
+            self._pool._release(wrapper, failed=exc is not None and isinstance(exc, DatabaseError))
 
 
 def _idle_outside_transactions(wrapper: BaseDatabaseWrapper) -> bool:
@@ -184,7 +196,7 @@ def _idle_outside_transactions(wrapper: BaseDatabaseWrapper) -> bool:
         return True
     if wrapper.in_atomic_block or not wrapper.autocommit or raw.closed or raw.broken:
         return False
-    return bool(raw.info.transaction_status == TransactionStatus.IDLE)
+    return bool(raw.pgconn.transaction_status == TransactionStatus.IDLE)
 
 
 def _close(wrapper: BaseDatabaseWrapper) -> None:
@@ -221,7 +233,7 @@ def lending() -> bool:
     return _pool is not None
 
 
-def borrowed(*, first: bool = False) -> AbstractContextManager[None]:
+def borrowed(*, first: bool = False) -> AbstractContextManager[BaseDatabaseWrapper | None]:
     """Borrow one of the installed pool's connections for the ``with`` block; without a pool, do nothing.
 
     ``first``: served before the other waiters when every connection is lent (see ``EnginePool.borrowed``).
@@ -232,6 +244,13 @@ def borrowed(*, first: bool = False) -> AbstractContextManager[None]:
     """
     pool = _pool
     return _NOTHING if pool is None else pool.borrowed(first=first)
+
+
+def lent() -> AbstractContextManager[BaseDatabaseWrapper | None]:
+    """``borrowed()`` for statements sent on the connection it gives (``EnginePool.lent``); without a
+    pool it gives None: the thread's own connection."""
+    pool = _pool
+    return _NOTHING if pool is None else pool.lent()
 
 
 def session_name() -> dict[str, str]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,6 +27,7 @@ from .db import (
     WAKE_CHANNEL,
     constraint_of,
     cursor,
+    fetch_one,
     from_json,
     in_transaction,
     retry_policy_of,
@@ -187,7 +187,9 @@ FROM resumed
 
 
 def new_run_id() -> str:
-    return str(uuid.uuid4())
+    """A random (version 4) UUID as text, as ``str(uuid.uuid4())`` gives it, for half its cost."""
+    [run_id] = new_run_ids(1)
+    return run_id
 
 
 def new_run_ids(count: int) -> list[str]:
@@ -207,9 +209,7 @@ _VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 
 def insert_run(params: dict[str, Any]) -> Run | None:
     """Insert a run; returns the Run as it was stored, or None when a key joined an existing one."""
-    with cursor() as cur:
-        cur.execute(INSERT_RUN, params)
-        row = cur.fetchone()
+    row = fetch_one(INSERT_RUN, params)
     if row is None:
         return None
     created_at, updated_at, available_at, deadline, _woken = row
@@ -218,7 +218,7 @@ def insert_run(params: dict[str, Any]) -> Run | None:
         name=params["name"],
         version=params["version"],
         status=RunStatus.PENDING,
-        input=json.loads(params["input"]),
+        input=from_json(params["input"]),
         output=None,
         error=None,
         attempts=0,

@@ -8,7 +8,7 @@ from durable_django import api, faults
 from durable_django.exceptions import InvalidInput
 from durable_django.journal_ids import WaitingFor
 from durable_django.store import journal
-from durable_django.store.db import listening
+from durable_django.store.sessions import listening
 from durable_django.testing import make_due, run_until_idle
 from tests.helpers import sql
 from tests.store.factories import claim

@@ -17,7 +17,7 @@ from durable_django.engine.schedules import fire_due, fire_tick, sync_settings_s
 from durable_django.exceptions import InvalidInput, InvalidSchedule, UnknownFunction
 from durable_django.registry import registry
 from durable_django.store import schedules as schedule_store
-from durable_django.store.db import listening
+from durable_django.store.sessions import listening
 from durable_django.worker.loop import WorkerOptions
 from durable_django.worker.scheduler import FIRE_BATCH, SchedulerThread
 from tests.helpers import run_in_threads, sql, wait_until

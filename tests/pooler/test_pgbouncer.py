@@ -21,7 +21,7 @@ from durable_django import api, schedule
 from durable_django.conf import durable_settings
 from durable_django.engine import retention
 from durable_django.exceptions import InvalidInput
-from durable_django.store.db import listening
+from durable_django.store.sessions import listening
 from durable_django.testing import advance_schedule, run_until_idle
 from tests.admin.test_admin_pages import RUNS, SCHEDULES, confirm_bulk, listed_run_ids, run_url
 from tests.helpers import subprocess_database_url, wait_until

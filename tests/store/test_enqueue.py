@@ -7,7 +7,7 @@ from django.db import transaction
 
 from durable_django import api
 from durable_django.exceptions import InvalidInput, UnknownFunction
-from durable_django.store.db import listening
+from durable_django.store.sessions import listening
 from tests.helpers import run_in_threads, sql
 from tests.store.factories import claim
 

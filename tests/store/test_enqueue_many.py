@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 
 from durable_django import Debounce, api, enqueue_many
 from durable_django.exceptions import InvalidInput, UnknownFunction
-from durable_django.store.db import listening
+from durable_django.store.sessions import listening
 from tests.helpers import sql
 from tests.store.factories import claim
 

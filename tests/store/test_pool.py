@@ -6,7 +6,7 @@ from django.db import DatabaseError, connection, connections, transaction
 
 from durable_django import api
 from durable_django.conf import durable_settings
-from durable_django.store import pool
+from durable_django.store import db, pool
 from tests.helpers import run_in_threads, subprocess_database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -60,6 +60,23 @@ def test_a_borrowed_connection_is_the_threads_connection_for_the_block_and_the_o
             with pool.borrowed():  # nested: the same connection
                 assert connections[durable_settings.DATABASE] is borrowed
     assert connections[durable_settings.DATABASE] is own and backend_pid() == own_pid
+
+
+def test_a_lent_connection_is_the_pools_and_leaves_the_threads_own_in_place_unless_a_borrow_nests(engine_pool):
+    own = connections[durable_settings.DATABASE]
+    with pool.lent() as lent:
+        assert lent is not own and connections[durable_settings.DATABASE] is own
+        assert db.fetch_one(
+            "SELECT application_name FROM pg_stat_activity WHERE pid = pg_backend_pid()", None, lent
+        ) == (NAME,)
+        with pool.borrowed():  # nested: the lent connection becomes the thread's for the block
+            assert connections[durable_settings.DATABASE] is lent
+            with pool.lent() as again:
+                assert again is lent
+        assert connections[durable_settings.DATABASE] is own
+    with pool.borrowed(), pool.lent() as inside:  # nested in a borrow: the borrowed connection
+        assert inside is connections[durable_settings.DATABASE] is not own
+    assert connections[durable_settings.DATABASE] is own
 
 
 def test_a_connection_that_raised_a_database_error_is_closed_and_the_next_borrow_opens_another(engine_pool):

@@ -1,6 +1,7 @@
 """Pure tests: retry math, registry rules, tenancy, durations and command argument types."""
 
 import argparse
+import json
 import random
 import uuid
 from datetime import datetime, timedelta
@@ -8,11 +9,13 @@ from datetime import datetime, timedelta
 import pytest
 
 from durable_django.exceptions import DuplicateRegistration, InvalidInput
+from durable_django.journal_ids import StepId
 from durable_django.management.arguments import duration, name_list, non_negative_int, port, positive_int, tenant
 from durable_django.registry import Registry
+from durable_django.store.db import from_json
 from durable_django.tenancy import normalize_tenant, scope, unscope
 from durable_django.types import RetryPolicy
-from durable_django.values import aware, seconds
+from durable_django.values import aware, json_text, seconds
 
 
 def test_retry_delay_grows_by_backoff_and_caps_at_max_delay_without_jitter():
@@ -169,3 +172,27 @@ def test_system_check_refuses_a_metrics_address_that_is_not_text(settings):
     assert check_settings() == []
     settings.DURABLE = {**settings.DURABLE, "METRICS_ADDRESS": ("127.0.0.1", 9100)}
     assert [error.id for error in check_settings()] == ["durable_django.E020"]
+
+
+@pytest.mark.parametrize("value", [None, True, False, 0, -7, 10**40, "x", 1.5, [1, None], {"a": True, "b": "\u00e9"}])
+def test_json_text_writes_what_the_json_encoder_writes_and_from_json_reads_it_back(value):
+    encoded = json_text(value, what="a value")
+    assert encoded == json.dumps(value, separators=(",", ":"), allow_nan=False)
+    assert from_json(encoded) == value
+
+
+def test_an_int_past_pythons_digit_limit_is_invalid_input_not_a_crash():
+    with pytest.raises(InvalidInput, match="not JSON-serialisable"):
+        json_text(10**5000, what="a value")
+
+
+@pytest.mark.parametrize("name, occurrence", [("fetch", 0), ("a:b", 12), ("é", 3)])
+def test_a_step_id_encoded_directly_is_the_records_text(name, occurrence):
+    assert StepId.encode(4, name, occurrence) == str(StepId.of(4, name, occurrence))
+    assert StepId.parse(StepId.encode(4, name, occurrence)) == StepId(4, name, occurrence)
+
+
+@pytest.mark.parametrize("name, occurrence", [("", 0), (None, 0), ("a\x00", 0), ("a", -1), ("a", True), ("a", 1.0)])
+def test_a_step_id_encoded_directly_refuses_what_of_refuses(name, occurrence):
+    with pytest.raises(InvalidInput):
+        StepId.encode(1, name, occurrence)
