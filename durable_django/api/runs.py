@@ -19,8 +19,8 @@ from ..exceptions import InvalidInput, RunNotFound
 from ..limits import Debounce
 from ..states import CancelOutcome, RunStatus
 from ..store import cancellation
-from ..store import journal as journal_store
 from ..store import runs as run_store
+from ..store import waits as wait_store
 from ..store.sessions import watching_landings
 from ..tenancy import normalize_tenant
 from ..types import Run, RunPage
@@ -174,7 +174,7 @@ def emit_signal(
     text(signal, what="a signal name")
     integer(occurrence, what="occurrence", minimum=0)
     value_json = json_text(value, what="signal value")
-    return journal_store.emit_signal(run_id_of(run_id), signal, occurrence, value_json, normalize_tenant(tenant_id))
+    return wait_store.emit_signal(run_id_of(run_id), signal, occurrence, value_json, normalize_tenant(tenant_id))
 
 
 def resume(run_id: str | UUID, *, tenant_id: str | UUID | None = None) -> Run:

@@ -25,6 +25,8 @@ from ..exceptions import Cancelled, InvalidInput, StepResultNotSerializable, Sus
 from ..journal_ids import StepId
 from ..store import journal as journal_store
 from ..store import progress as progress_store
+from ..store import spawns as spawn_store
+from ..store import waits as wait_store
 from ..types import ChildResult, RetryPolicy, Run
 from ..values import aware, integer, json_text, seconds, text
 from . import batching, submit, telemetry, tracing
@@ -258,7 +260,7 @@ class Context(RunFacts):
 
     # -- suspensions -------------------------------------------------------
 
-    def _resolve(self, sid: str, outcome: journal_store.WaitOutcome) -> Any:
+    def _resolve(self, sid: str, outcome: wait_store.WaitOutcome) -> Any:
         if outcome.cancel_requested:
             self._attempt.cancel_requested = True
             raise Cancelled()
@@ -275,7 +277,7 @@ class Context(RunFacts):
             if stored is not None and datetime.fromisoformat(stored["at"]) <= self._attempt.database_now:
                 return None
             outcome = self._attempt.persist(
-                journal_store.sleep, self._run.run_id, self._attempt.token, sid, seconds=delay, until=until
+                wait_store.sleep, self._run.run_id, self._attempt.token, sid, seconds=delay, until=until
             )
             self._resolve(sid, outcome)
             return None
@@ -309,7 +311,7 @@ class Context(RunFacts):
             integer(signal_occurrence, what="signal_occurrence", minimum=0)
             json_text(default, what="default")
             outcome = self._attempt.persist(
-                journal_store.wait_for_signal,
+                wait_store.wait_for_signal,
                 self._run.run_id,
                 self._attempt.token,
                 sid,
@@ -345,7 +347,7 @@ class Context(RunFacts):
             )
             # The child's spans join its parent's attempt span, whatever thread the handler runs on.
             params["trace_context"] = submit.trace_context_json(tracing.context_for_children(self._attempt))
-            child_id = self._attempt.persist(journal_store.spawn, self._run.run_id, self._attempt.token, sid, params)
+            child_id = self._attempt.persist(spawn_store.spawn, self._run.run_id, self._attempt.token, sid, params)
             self._attempt.journal[sid] = child_id
             return child_id
 
@@ -383,7 +385,7 @@ class Context(RunFacts):
             # The children's spans join their parent's attempt span, as a spawned child's do.
             batch.params["trace_context"] = submit.trace_context_json(tracing.context_for_children(self._attempt))
             child_ids = self._attempt.persist(
-                journal_store.spawn_many, self._run.run_id, self._attempt.token, sid, batch.params, batch.positions
+                spawn_store.spawn_many, self._run.run_id, self._attempt.token, sid, batch.params, batch.positions
             )
             self._attempt.journal[sid] = child_ids
             return list(child_ids)
@@ -440,7 +442,7 @@ class Context(RunFacts):
         self, sid: str, child_run_ids: list[str], *, wait_all: bool, timeout: timedelta | float | None
     ) -> Any:
         outcome = self._attempt.persist(
-            journal_store.wait_for_children,
+            wait_store.wait_for_children,
             self._run.run_id,
             self._attempt.token,
             sid,
@@ -461,7 +463,7 @@ class Context(RunFacts):
                 journalled: ChildResult = self._attempt.journal[sid]
                 return journalled
             outcome = self._attempt.persist(
-                journal_store.wait_for_child,
+                wait_store.wait_for_child,
                 self._run.run_id,
                 self._attempt.token,
                 sid,

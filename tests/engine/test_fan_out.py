@@ -7,7 +7,7 @@ from django.test.utils import CaptureQueriesContext
 from durable_django import api, faults
 from durable_django.exceptions import InvalidInput
 from durable_django.journal_ids import WaitingFor
-from durable_django.store import journal
+from durable_django.store import journal, spawns
 from durable_django.store.sessions import listening
 from durable_django.testing import make_due, run_until_idle
 from tests.helpers import sql
@@ -57,7 +57,7 @@ def test_spawn_many_is_one_statement_and_one_notify():
     api.enqueue("tests.noop", {})
     [held] = claim(limit=1)
     with listening(["durable_wake"]) as listener, CaptureQueriesContext(connection) as queries:
-        journal.spawn_many(held.run_id, held.attempts, "v1:spawn:0", *_batch(held, 200))
+        spawns.spawn_many(held.run_id, held.attempts, "v1:spawn:0", *_batch(held, 200))
         heard = list(listener.notifies(timeout=0.5))
     inserts = [query["sql"] for query in queries.captured_queries if "INSERT INTO durable_run" in query["sql"]]
     assert len(inserts) == 1

@@ -70,9 +70,9 @@ def test_while_waiting_a_sleeping_run_keeps_its_key_and_a_second_run_waits_for_i
 def test_without_while_waiting_a_sleeping_run_frees_its_slot():
     first = api.enqueue("tests.limited", {"key": "k"})
     [held] = claim(limit=1)
-    from durable_django.store import journal
+    from durable_django.store import waits
 
-    journal.sleep(held.run_id, held.attempts, "v1:nap:0", seconds=3600)  # it sleeps: it holds no slot
+    waits.sleep(held.run_id, held.attempts, "v1:nap:0", seconds=3600)  # it sleeps: it holds no slot
     second = api.enqueue("tests.limited", {"key": "k"})
     assert [run.run_id for run in claim(limit=1)] == [second.run_id]
     assert api.get_run(first.run_id).status == "waiting"

@@ -12,7 +12,7 @@ How the steps stand in for the real thing:
 - Workers are simulated. A claim (``claims.claim``, some runs started at once and some not)
   hands out *tickets*: (run, fence token, worker). A ticket makes the writes a worker's
   context makes, straight through the store: ``claims.start``, ``journal.record_step``,
-  ``journal.sleep``, ``journal.wait_for_signal``, ``journal.wait_for_child``, ``journal.spawn``
+  ``waits.sleep``, ``waits.wait_for_signal``, ``waits.wait_for_child``, ``spawns.spawn``
   (with the child's parameters from ``submit.build`` and its ``spawn:{parent}:{step}`` key),
   ``landing.complete_many``, ``landing.fail``, ``landing.cancel_held``, ``claims.heartbeat`` and
   ``claims.release``. Tickets are kept after their attempt ended or was taken over, and used on
@@ -69,7 +69,7 @@ from durable_django.engine import lifecycle, submit
 from durable_django.engine.reconciler import Reconciler
 from durable_django.exceptions import InvalidInput, LeaseLost, NotAChild, RunNotFound
 from durable_django.states import CancelOutcome
-from durable_django.store import claims, journal, landing
+from durable_django.store import claims, journal, landing, spawns, waits
 from tests.helpers import sql
 
 # Swarm testing and the rule preconditions reject many drafts of a sequence: that filtering is expected.
@@ -775,7 +775,7 @@ class StoreMachine(RuleBasedStateMachine):
         until = timezone.now() + timedelta(hours=-1 if passed else 1)
 
         def call():
-            return journal.sleep(ticket.run_id, ticket.token, step_id, until=until)
+            return waits.sleep(ticket.run_id, ticket.token, step_id, until=until)
 
         run = self._suspension(ticket, call)
         if run is None:
@@ -801,7 +801,7 @@ class StoreMachine(RuleBasedStateMachine):
         step_id = f"v1:{name}:0"
 
         def call():
-            return journal.wait_for_signal(
+            return waits.wait_for_signal(
                 ticket.run_id,
                 ticket.token,
                 step_id,
@@ -842,7 +842,7 @@ class StoreMachine(RuleBasedStateMachine):
         step_id = f"v1:{name}:0"
 
         def call():
-            return journal.wait_for_child(
+            return waits.wait_for_child(
                 ticket.run_id,
                 ticket.token,
                 step_id,
@@ -904,7 +904,7 @@ class StoreMachine(RuleBasedStateMachine):
         )
 
         def call():
-            return journal.spawn(ticket.run_id, ticket.token, step_id, params)
+            return spawns.spawn(ticket.run_id, ticket.token, step_id, params)
 
         run = self.current(ticket)
         if run is None:

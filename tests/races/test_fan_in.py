@@ -6,7 +6,7 @@ import pytest
 
 from durable_django import CancelOutcome, api
 from durable_django.engine import submit
-from durable_django.store import journal
+from durable_django.store import spawns, waits
 from tests.helpers import run_in_threads
 from tests.store.factories import claim, complete
 
@@ -25,14 +25,14 @@ def parent_with_running_children(count):
         key_prefix=f"spawn:{parent.run_id}:v1:spawn:0",
         parent_run_id=parent.run_id,
     )
-    ids = journal.spawn_many(parent.run_id, parent.attempts, "v1:spawn:0", batch.params, batch.positions)
+    ids = spawns.spawn_many(parent.run_id, parent.attempts, "v1:spawn:0", batch.params, batch.positions)
     children = {run.run_id: run for run in claim(limit=count)}
     assert sorted(children) == sorted(ids)
     return parent, [children[child_id] for child_id in ids]
 
 
 def wait(parent, children, *, wait_all=True):
-    return journal.wait_for_children(
+    return waits.wait_for_children(
         parent.run_id,
         parent.attempts,
         "v1:gather:0",
@@ -115,13 +115,13 @@ def test_a_timed_out_gather_cancelling_its_stragglers_while_one_lands_is_consist
             key_prefix=f"spawn:{parent.run_id}:s",
             parent_run_id=parent.run_id,
         )
-        ids = journal.spawn_many(parent.run_id, parent.attempts, "v1:spawn:0", batch.params, batch.positions)
+        ids = spawns.spawn_many(parent.run_id, parent.attempts, "v1:spawn:0", batch.params, batch.positions)
         # One child runs; two are still pending, so a cancel ends them at once.
         running = claim(limit=1)[0]
 
         def race(index):
             if index == 0:
-                return journal.wait_for_children(
+                return waits.wait_for_children(
                     parent.run_id,
                     parent.attempts,
                     "v1:gather:0",

@@ -11,7 +11,7 @@ from django.db import connections, transaction
 from durable_django import CancelOutcome, api
 from durable_django.engine import submit
 from durable_django.exceptions import RunNotFound
-from durable_django.store import journal
+from durable_django.store import journal, spawns, waits
 from tests.helpers import run_in_threads, sql
 from tests.store.factories import claim, complete, fail
 
@@ -27,14 +27,14 @@ def parent_with_running_child():
     params = submit.with_engine_key(
         submit.build("tests.noop", {"role": "child"}, parent_run_id=parent.run_id), f"spawn:{parent.run_id}:s"
     )
-    child_id = journal.spawn(parent.run_id, parent.attempts, "v1:spawn:0", params)
+    child_id = spawns.spawn(parent.run_id, parent.attempts, "v1:spawn:0", params)
     [child] = claim(limit=1)
     assert child.run_id == child_id
     return parent, child
 
 
 def wait_for(parent, child):
-    return journal.wait_for_child(
+    return waits.wait_for_child(
         parent.run_id,
         parent.attempts,
         "v1:wait:0",
@@ -92,7 +92,7 @@ def test_a_signal_emitted_while_its_run_suspends_on_it_is_never_lost():
 
         def race(index):
             if index == 0:
-                return journal.wait_for_signal(
+                return waits.wait_for_signal(
                     run.run_id,
                     run.attempts,
                     "v1:wait:0",
