@@ -147,7 +147,7 @@ def cost_split(n: int) -> None:
     from durable_django.conf import durable_settings
     from durable_django.engine import lifecycle, submit
     from durable_django.engine.context import Context
-    from durable_django.store import journal, pool, runs
+    from durable_django.store import inserts, journal, pool
 
     reset_tables()
     params = submit.build("bench.noop")
@@ -164,7 +164,7 @@ def cost_split(n: int) -> None:
                     ),
                     "its statement by psycopg": (
                         _backend_pid(plain),
-                        lambda i: plain.execute(runs.INSERT_RUN, {**params, "run_id": str(uuid.uuid4())}),
+                        lambda i: plain.execute(inserts.INSERT_RUN, {**params, "run_id": str(uuid.uuid4())}),
                     ),
                     "api.enqueue": (_backend_pid(connection), lambda i: api.enqueue("bench.noop")),
                 },

@@ -16,6 +16,7 @@ from ..exceptions import InvalidInput
 from ..limits import Debounce, RunLimits, run_limits
 from ..registry import TASK_PATH_VERSION, Registration, registry, validate_name
 from ..states import MAX_PRIORITY, MIN_PRIORITY
+from ..store import inserts
 from ..store import runs as run_store
 from ..tenancy import normalize_tenant, scope
 from ..types import RetryPolicy, Run
@@ -219,7 +220,7 @@ def _params(
         **_NO_LIMITS,
         "debounce_key": None,
         "debounce_max_wait": None,
-        "run_id": run_store.new_run_id(),
+        "run_id": inserts.new_run_id(),
         "name": name,
         "version": version,
         "idempotency_key": scope(idempotency_key, tenant, what="idempotency_key"),
@@ -305,9 +306,9 @@ def insert_or_join(params: dict[str, Any]) -> Run:
     moves the unclaimed pending run of its key instead, last input winning.
     """
     if params["debounce_key"] is not None:
-        return run_store.debounce(params)
+        return inserts.debounce(params)
     for _ in range(_JOIN_ATTEMPTS):
-        run = run_store.insert_run(params)
+        run = inserts.insert_run(params)
         if run is not None:
             return run
         if params["idempotency_key"] is not None:
@@ -425,7 +426,7 @@ def build_many(
     )
     limited = registration is not None and (registration.concurrency or registration.rate_limit)
     tenant = shared["tenant_id"]
-    run_ids = run_store.new_run_ids(len(values))
+    run_ids = inserts.new_run_ids(len(values))
     rows: dict[str, list[Any]] = {f"{column}s": [] for column in _ROW_COLUMNS}
     inputs, keys, made = rows["inputs"], rows["idempotency_keys"], rows["run_ids"]
     positions: list[int] = []
@@ -472,7 +473,7 @@ def insert_many(batch: Batch) -> list[Run]:
     pending = list(range(batch.size))
     for _ in range(_JOIN_ATTEMPTS):
         part = batch if len(pending) == batch.size else batch.rows(pending)
-        stored = run_store.insert_many(part.params).runs()
+        stored = inserts.insert_many(part.params).runs()
         keyed: dict[str, int] = {}
         for index, run in zip(pending, stored, strict=True):
             if run is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import faults
-from . import journal, runs
+from . import inserts, journal, runs
 from .db import cursor
 
 # A run that spawned a child lands through the full landing statement from then on.
@@ -25,7 +25,7 @@ def spawn(run_id: str, token: int, step_id: str, child_params: dict[str, Any]) -
         if stored is not None:
             journalled_id: str = stored[0]
             return journalled_id
-        child = runs.insert_run(child_params) or runs.find_by_idempotency_key(child_params["idempotency_key"])
+        child = inserts.insert_run(child_params) or runs.find_by_idempotency_key(child_params["idempotency_key"])
         # The insert conflicts only on the child's engine-made idempotency key (spawn() refuses a coalesce
         # key), and that child, made under this held run's lock, is committed and cannot be purged while
         # its parent is live: the lookup finds it.
@@ -39,7 +39,7 @@ def spawn_many(run_id: str, token: int, step_id: str, params: dict[str, Any], po
     """Insert a batch of children in one statement and journal their ids in one transaction; replay adopts them.
 
     Args:
-        params: the batch's insert parameters (store.runs.INSERT_MANY), every child keyed by the engine.
+        params: the batch's insert parameters (store.inserts.INSERT_MANY), every child keyed by the engine.
         positions: for each input, the index of its child in the batch.
 
     Returns:
@@ -51,7 +51,7 @@ def spawn_many(run_id: str, token: int, step_id: str, params: dict[str, Any], po
         if stored is not None:
             journalled: list[str] = stored[0]
             return journalled
-        inserted = runs.insert_many(params)
+        inserted = inserts.insert_many(params)
         faults.reach("spawn_many.inserted")
         made, keys = params["run_ids"], params["idempotency_keys"]
         # As for spawn(): a key that refused its row names a child made under this held run's lock.

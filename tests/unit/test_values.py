@@ -156,7 +156,7 @@ def test_a_retry_policys_json_holds_every_field():
 
 
 def test_batch_run_ids_are_distinct_version_4_uuids():
-    from durable_django.store.runs import new_run_ids
+    from durable_django.store.inserts import new_run_ids
 
     ids = new_run_ids(2000)
     assert len(set(ids)) == 2000 and new_run_ids(0) == []
