@@ -7,14 +7,9 @@ otherwise the work is done and journalled under the claim's fence token.
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import functools
-import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, ParamSpec, TypedDict, TypeVar, Unpack
+from typing import Any, ParamSpec, TypeVar, Unpack
 
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -27,10 +22,11 @@ from ..store import journal as journal_store
 from ..store import progress as progress_store
 from ..store import spawns as spawn_store
 from ..store import waits as wait_store
-from ..types import ChildResult, RetryPolicy, Run
+from ..types import ChildResult
 from ..values import aware, integer, json_text, seconds, text
 from . import batching, submit, telemetry, tracing
 from .attempt import Attempt
+from .run_facts import RunFacts, SpawnOptions
 
 _SPAWN_FORBIDDEN = ("idempotency_key", "idempotency_keys", "coalesce_key", "debounce", "tenant_id", "parent_run_id")
 
@@ -39,34 +35,6 @@ MAX_PROGRESS_BYTES = 64 * 1024
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
-
-
-class SpawnOptions(TypedDict, total=False):
-    """What ``spawn()`` passes on to the child's submit; the keys that identify the child are spawn's own."""
-
-    delay: timedelta | float | None
-    available_at: datetime | None
-    version: int | None
-    queue: str
-    priority: int
-    retry: RetryPolicy | None
-    deadline: datetime | timedelta | float | None
-
-
-class _AsyncSpawnOptions(SpawnOptions, total=False):
-    occurrence: int
-
-
-class _SignalWaitOptions(TypedDict, total=False):
-    occurrence: int
-    signal_occurrence: int
-    timeout: timedelta | float | None
-    default: object
-
-
-class _ResultWaitOptions(TypedDict, total=False):
-    occurrence: int
-    timeout: timedelta | float | None
 
 
 def _child_ids(child_run_ids: object) -> list[str]:
@@ -80,65 +48,6 @@ def _refuse_spawn_keys(options: Mapping[str, object], call: str) -> None:
     forbidden = sorted(set(options) & set(_SPAWN_FORBIDDEN))
     if forbidden:
         raise InvalidInput(f"{call}() sets {', '.join(forbidden)} itself: the step identity keys the children")
-
-
-class RunFacts:
-    """The read-only facts of an attempt that a handler (and a plug-in running one) may read."""
-
-    _attempt: Attempt
-
-    @property
-    def run_id(self) -> str:
-        return self._attempt.run.run_id
-
-    @property
-    def name(self) -> str:
-        return self._attempt.run.name
-
-    @property
-    def version(self) -> int:
-        return self._attempt.run.version
-
-    @property
-    def attempt(self) -> int:
-        return self._attempt.token
-
-    @property
-    def tenant_id(self) -> str | None:
-        return self._attempt.run.tenant_id
-
-    @property
-    def input(self) -> Any:
-        return self._attempt.run.input
-
-    @property
-    def run(self) -> Run:
-        """The run as this attempt claimed it."""
-        return self._attempt.run
-
-    @property
-    def claimed_at(self) -> datetime:
-        """The database's clock when this attempt was claimed."""
-        return self._attempt.database_now
-
-    @property
-    def journal(self) -> dict[str, Any]:
-        """A copy of the run's journal as this attempt sees it: step id -> value."""
-        return dict(self._attempt.journal)
-
-    @property
-    def cancel_requested(self) -> bool:
-        """A cancel was requested: the attempt ends cancelled at its next context call."""
-        return self._attempt.cancel_requested
-
-    @property
-    def lease_lost(self) -> bool:
-        """Another worker took the run over: this attempt may write nothing more."""
-        return self._attempt.lost
-
-    def idempotency_key(self, step_name: str, occurrence: int = 0) -> str:
-        """A key for an external call made inside a step, stable across replays."""
-        return f"{self.run_id}:{self.version}:{step_name}:{occurrence}"
 
 
 class Context(RunFacts):
@@ -473,78 +382,3 @@ class Context(RunFacts):
             )
             result: ChildResult = self._resolve(sid, outcome)
             return result
-
-
-class AsyncContext(RunFacts):
-    """The context of an ``async def`` durable function: the same methods, awaited.
-
-    Database work runs on one thread owned by the attempt (Django forbids it on
-    the event loop's thread); the engine closes that thread's connection when
-    the attempt ends.
-    """
-
-    def __init__(self, attempt: Attempt, executor: ThreadPoolExecutor) -> None:
-        self._sync = Context(attempt)
-        self._attempt = attempt
-        self._executor = executor
-
-    @property
-    def suspended(self) -> bool:
-        return self._sync.suspended
-
-    async def _off_loop(self, fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
-        call = functools.partial(fn, *args, **kwargs)
-        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
-
-    async def step(self, name: str, fn: Callable[[], Any], *, occurrence: int = 0, pivot: bool = False) -> Any:
-        sid = await self._off_loop(self._sync._enter, name, occurrence)
-        if sid in self._attempt.journal:
-            telemetry.step_replayed(self._attempt, name)
-            return self._attempt.journal[sid]
-        with telemetry.step(self._attempt, name, occurrence):
-            # A plain fn runs on the database thread in a copy of this context, so its spans nest in the step's.
-            call: Callable[[], Awaitable[Any]] = (
-                fn
-                if inspect.iscoroutinefunction(fn)
-                else functools.partial(self._off_loop, contextvars.copy_context().run, fn)
-            )
-            if pivot:
-                # As in the sync context: a requested cancel waits until the pivot's value is journalled.
-                with self._attempt.pivot():
-                    value = await call()
-                    return await self._off_loop(self._sync._record, sid, name, value, pivot)
-            value = await call()
-            return await self._off_loop(self._sync._record, sid, name, value, pivot)
-
-    async def set_progress(self, value: object) -> None:
-        return await self._off_loop(self._sync.set_progress, value)
-
-    async def sleep_for(self, name: str, delay: timedelta | float, *, occurrence: int = 0) -> None:
-        return await self._off_loop(self._sync.sleep_for, name, delay, occurrence=occurrence)
-
-    async def sleep_until(self, name: str, when: datetime, *, occurrence: int = 0) -> None:
-        return await self._off_loop(self._sync.sleep_until, name, when, occurrence=occurrence)
-
-    async def wait_for_signal(self, name: str, signal: str, **options: Unpack[_SignalWaitOptions]) -> Any:
-        return await self._off_loop(self._sync.wait_for_signal, name, signal, **options)
-
-    async def spawn(self, name: str, function: str, input: object = None, **options: Unpack[_AsyncSpawnOptions]) -> str:
-        return await self._off_loop(self._sync.spawn, name, function, input, **options)
-
-    async def wait_for_result(self, name: str, child_run_id: str, **options: Unpack[_ResultWaitOptions]) -> ChildResult:
-        return await self._off_loop(self._sync.wait_for_result, name, child_run_id, **options)
-
-    async def spawn_many(
-        self, name: str, function: str, inputs: Iterable[object], **options: Unpack[_AsyncSpawnOptions]
-    ) -> list[str]:
-        return await self._off_loop(self._sync.spawn_many, name, function, inputs, **options)
-
-    async def wait_for_all(
-        self, name: str, child_run_ids: Iterable[str], **options: Unpack[_ResultWaitOptions]
-    ) -> list[ChildResult]:
-        return await self._off_loop(self._sync.wait_for_all, name, child_run_ids, **options)
-
-    async def wait_for_any(
-        self, name: str, child_run_ids: Iterable[str], **options: Unpack[_ResultWaitOptions]
-    ) -> tuple[int, ChildResult] | None:
-        return await self._off_loop(self._sync.wait_for_any, name, child_run_ids, **options)

@@ -29,8 +29,9 @@ from ..store import landing
 from ..store.db import connection
 from ..values import json_text
 from . import telemetry, tracing
+from .async_context import AsyncContext
 from .attempt import Attempt
-from .context import AsyncContext, Context
+from .context import Context
 
 logger = logging.getLogger("durable_django.worker")
 

@@ -10,7 +10,7 @@ import json
 from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
 
-from ...engine.context import RunFacts
+from ...engine.run_facts import RunFacts
 from ...exceptions import Cancelled
 from ...journal_ids import StepId
 from ...registry import TASK_PATH_VERSION

@@ -23,8 +23,10 @@ from typing import Any
 from django.dispatch import Signal
 from django.utils import timezone
 
-from ...engine.context import AsyncContext, Context, RunFacts
+from ...engine.async_context import AsyncContext
+from ...engine.context import Context
 from ...engine.execute import exception_path, format_error
+from ...engine.run_facts import RunFacts
 from ...exceptions import DurableControlFlow
 from ...registry import Handler
 from .backend import DurableBackend
