@@ -14,7 +14,7 @@ from uuid import UUID
 
 from django.utils import timezone
 
-from ..engine import retention, submit
+from ..engine import retention, submit, submit_many
 from ..exceptions import InvalidInput, RunNotFound
 from ..limits import Debounce
 from ..states import CancelOutcome, RunStatus
@@ -117,7 +117,7 @@ def enqueue_many(
         InvalidInput: a bad input or option, keys that are not one per input, or coalesce_key or debounce.
         UnknownFunction: no function ``name`` is registered (and no version was given).
     """
-    batch = submit.build_many(
+    batch = submit_many.build_many(
         name,
         inputs,
         idempotency_keys=idempotency_keys,
@@ -131,7 +131,7 @@ def enqueue_many(
         priority=priority,
         deadline=deadline,
     )
-    return submit.insert_many(batch)
+    return submit_many.insert_many(batch)
 
 
 def run_id_of(run_id: object) -> str:

@@ -24,7 +24,7 @@ from ..store import spawns as spawn_store
 from ..store import waits as wait_store
 from ..types import ChildResult
 from ..values import aware, integer, json_text, seconds, text
-from . import batching, submit, telemetry, tracing
+from . import batching, submit, submit_many, telemetry, tracing
 from .attempt import Attempt
 from .run_facts import RunFacts, SpawnOptions
 
@@ -281,7 +281,7 @@ class Context(RunFacts):
                 journalled: list[str] = self._attempt.journal[sid]
                 return list(journalled)
             _refuse_spawn_keys(enqueue_options, "spawn_many")
-            batch = submit.build_many(
+            batch = submit_many.build_many(
                 function,
                 inputs,
                 key_prefix=f"spawn:{self._run.run_id}:{sid}",

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -54,7 +52,7 @@ def build(
             callable that raised or returned no str; nothing is written.
         UnknownFunction: no function ``name`` is registered (and no version was given).
     """
-    params, registration = _prepare(
+    params, registration = prepare(
         name,
         input,
         idempotency_key=idempotency_key,
@@ -73,7 +71,7 @@ def build(
     if registration is not None and (registration.concurrency or registration.rate_limit):
         # The key callables see the input as the handler will: decoded from its JSON.
         limits = run_limits(name, json.loads(params["input"]), registration.concurrency, registration.rate_limit)
-        params.update(_limit_params(limits))
+        params.update(limit_params(limits))
     if debounce is not None:
         params.update(
             debounce_key=scope(f"{name}:{debounce.key}", params["tenant_id"], what="Debounce.key"),
@@ -83,7 +81,7 @@ def build(
     return params
 
 
-def _prepare(
+def prepare(
     name: str,
     input: object,
     *,
@@ -106,7 +104,7 @@ def _prepare(
         raise InvalidInput("version 0 is reserved for Django Tasks runs: enqueue those through the Tasks backend")
     for key, what in ((idempotency_key, "idempotency_key"), (coalesce_key, "coalesce_key")):
         if key is not None:
-            _unreserved(key, what)
+            unreserved(key, what)
     if idempotency_key is not None and coalesce_key is not None:
         # A coalesced submit joins a run that has a key of its own (or none): the idempotency
         # key could not be kept, so a later submit with it would make a second run.
@@ -144,7 +142,7 @@ def _prepare(
     return params, registration
 
 
-def _unreserved(key: object, what: str) -> str:
+def unreserved(key: object, what: str) -> str:
     """A caller's key, refused when it starts with a prefix the engine keeps for its own keys."""
     if text(key, what=what).startswith(RESERVED_KEY_PREFIXES):
         raise InvalidInput(
@@ -282,7 +280,7 @@ def deadline_params(deadline: object) -> dict[str, Any]:
 _NO_DEADLINE = {"deadline": None, "deadline_seconds": None}
 
 
-def _limit_params(limits: RunLimits) -> dict[str, Any]:
+def limit_params(limits: RunLimits) -> dict[str, Any]:
     return {
         "concurrency_key": limits.concurrency_key,
         "concurrency_limit": limits.concurrency_limit,
@@ -293,9 +291,11 @@ def _limit_params(limits: RunLimits) -> dict[str, Any]:
     }
 
 
-_NO_LIMITS = _limit_params(RunLimits())
+_NO_LIMITS = limit_params(RunLimits())
 
-_JOIN_ATTEMPTS = 20
+# How many times a submit inserts again when the run that refused its key has vanished by the time it is
+# looked up (the coalesced run claimed, the keyed run purged).
+JOIN_ATTEMPTS = 20
 
 
 def insert_or_join(params: dict[str, Any]) -> Run:
@@ -307,7 +307,7 @@ def insert_or_join(params: dict[str, Any]) -> Run:
     """
     if params["debounce_key"] is not None:
         return inserts.debounce(params)
-    for _ in range(_JOIN_ATTEMPTS):
+    for _ in range(JOIN_ATTEMPTS):
         run = inserts.insert_run(params)
         if run is not None:
             return run
@@ -321,170 +321,3 @@ def insert_or_join(params: dict[str, Any]) -> Run:
                 return run
     # Only a caller whose snapshot hides the conflicting row (REPEATABLE READ) ends up here.
     raise InvalidInput("the run these keys name is not visible in this transaction; retry outside it")
-
-
-# The insert parameters that vary from one run of a batch to the next (limits too: a key callable may
-# leave one run unlimited); the rest are shared.
-_ROW_COLUMNS = (
-    "run_id",
-    "input",
-    "idempotency_key",
-    "concurrency_key",
-    "concurrency_limit",
-    "concurrency_while_waiting",
-    "rate_key",
-    "rate_limit",
-    "rate_per",
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """Many runs of one function, validated: the store's insert parameters and each input's run.
-
-    ``params`` holds the values every run shares and, under the plural of each
-    name in ``_ROW_COLUMNS`` (``run_ids``, ``inputs``, ...), one array per column
-    that varies, one entry per distinct run: a key repeated in the batch makes one run.
-    """
-
-    params: dict[str, Any]
-    # For each input, in input order: the index of its run in the arrays.
-    positions: list[int]
-
-    @property
-    def size(self) -> int:
-        return len(self.params["run_ids"])
-
-    def rows(self, indexes: Sequence[int]) -> Batch:
-        """The same batch restricted to some of its runs (without positions)."""
-        subset = dict(self.params)
-        for column in _ROW_COLUMNS:
-            values = self.params[f"{column}s"]
-            subset[f"{column}s"] = [values[index] for index in indexes]
-        return Batch(subset, [])
-
-
-def build_many(
-    name: str,
-    inputs: Iterable[object],
-    *,
-    idempotency_keys: Sequence[str] | None = None,
-    key_prefix: str | None = None,
-    coalesce_key: str | None = None,
-    debounce: Debounce | None = None,
-    tenant_id: object = None,
-    delay: timedelta | float | None = None,
-    available_at: datetime | None = None,
-    version: int | None = None,
-    queue: str = "default",
-    priority: int = 0,
-    parent_run_id: str | None = None,
-    retry: RetryPolicy | None = None,
-    deadline: datetime | timedelta | float | None = None,
-) -> Batch:
-    """Validate a batch of submits of one function and return its insert parameters.
-
-    Every input is checked before anything is written; the shared options are checked once, as
-    :func:`build` checks them.
-
-    Args:
-        idempotency_keys: the caller's keys, one per input (None: no keys).
-        key_prefix: the engine keys each run ``{key_prefix}#{index}`` instead (spawn_many's children).
-
-    Raises:
-        InvalidInput: a bad input anywhere, keys that are not one per input, a reserved key, or
-            ``coalesce_key`` or ``debounce``, which a batch refuses.
-        UnknownFunction: no function ``name`` is registered (and no version was given).
-    """
-    if isinstance(inputs, (str, bytes, dict)) or not isinstance(inputs, Iterable):
-        raise InvalidInput(f"inputs must be a list of inputs, got {type(inputs).__name__}")
-    values = list(inputs)
-    if coalesce_key is not None or debounce is not None:
-        raise InvalidInput("a batch cannot coalesce or debounce: give neither coalesce_key nor debounce")
-    if idempotency_keys is not None:
-        if isinstance(idempotency_keys, (str, bytes)) or not isinstance(idempotency_keys, Sequence):
-            raise InvalidInput("idempotency_keys must be a list with one key per input")
-        if len(idempotency_keys) != len(values):
-            raise InvalidInput(
-                f"idempotency_keys must hold one key per input: {len(idempotency_keys)} keys for {len(values)} inputs"
-            )
-    shared, registration = _prepare(
-        name,
-        None,
-        idempotency_key=None,
-        coalesce_key=None,
-        tenant_id=tenant_id,
-        delay=delay,
-        available_at=available_at,
-        version=version,
-        queue=queue,
-        priority=priority,
-        parent_run_id=parent_run_id,
-        retry=retry,
-        debounce=None,
-        deadline=deadline,
-    )
-    limited = registration is not None and (registration.concurrency or registration.rate_limit)
-    tenant = shared["tenant_id"]
-    run_ids = inserts.new_run_ids(len(values))
-    rows: dict[str, list[Any]] = {f"{column}s": [] for column in _ROW_COLUMNS}
-    inputs, keys, made = rows["inputs"], rows["idempotency_keys"], rows["run_ids"]
-    positions: list[int] = []
-    run_of_key: dict[str, int] = {}
-    for index, input in enumerate(values):
-        key: str | None = None
-        if idempotency_keys is not None:
-            key = scope(_unreserved(idempotency_keys[index], "an idempotency key"), tenant, what="idempotency_key")
-        elif key_prefix is not None:
-            key = scope(f"{key_prefix}#{index}", tenant, what="idempotency_key")
-        if key is not None:
-            if key in run_of_key:
-                positions.append(run_of_key[key])  # a key repeated in the batch: the same run
-                continue
-            run_of_key[key] = len(made)
-        positions.append(len(made))
-        made.append(run_ids[index])
-        inputs.append(json_text(input, what=f"input #{index}"))
-        keys.append(key)
-    for column in _ROW_COLUMNS[3:]:
-        rows[f"{column}s"] = [None] * len(made)
-    if limited:
-        assert registration is not None
-        for run, encoded in enumerate(inputs):
-            limits = _limit_params(
-                run_limits(name, json.loads(encoded), registration.concurrency, registration.rate_limit)
-            )
-            for column in _ROW_COLUMNS[3:]:
-                rows[f"{column}s"][run] = limits[column]
-    params = {**shared, **rows}
-    for column in _ROW_COLUMNS:
-        params.pop(column, None)
-    return Batch(params, positions)
-
-
-def insert_many(batch: Batch) -> list[Run]:
-    """Insert a batch in one statement (one NOTIFY per queue made due); returns each input's run, in input order.
-
-    A key that names an existing run joins it, as :func:`insert_or_join` does.
-    """
-    if not batch.positions:
-        return []
-    runs: dict[int, Run] = {}
-    pending = list(range(batch.size))
-    for _ in range(_JOIN_ATTEMPTS):
-        part = batch if len(pending) == batch.size else batch.rows(pending)
-        stored = inserts.insert_many(part.params).runs()
-        keyed: dict[str, int] = {}
-        for index, run in zip(pending, stored, strict=True):
-            if run is not None:
-                runs[index] = run
-            elif (key := batch.params["idempotency_keys"][index]) is not None:
-                keyed[key] = index
-        if keyed:
-            for key, run in run_store.find_by_idempotency_keys(list(keyed)).items():
-                runs[keyed[key]] = run
-        pending = [index for index in pending if index not in runs]
-        if not pending:
-            return [runs[index] for index in batch.positions]
-    # Only a caller whose snapshot hides the conflicting rows (REPEATABLE READ) ends up here.
-    raise InvalidInput("the runs these keys name are not visible in this transaction; retry outside it")

@@ -66,9 +66,9 @@ def test_spawn_many_is_one_statement_and_one_notify():
 
 
 def _batch(held, count):
-    from durable_django.engine import submit
+    from durable_django.engine import submit_many
 
-    batch = submit.build_many(
+    batch = submit_many.build_many(
         "tests.child",
         [{"value": n} for n in range(count)],
         key_prefix=f"spawn:{held.run_id}:v1:spawn:0",

@@ -5,7 +5,7 @@ when its wait is over, and never strand."""
 import pytest
 
 from durable_django import CancelOutcome, api
-from durable_django.engine import submit
+from durable_django.engine import submit_many
 from durable_django.store import spawns, waits
 from tests.helpers import run_in_threads
 from tests.store.factories import claim, complete
@@ -19,7 +19,7 @@ def parent_with_running_children(count):
     """A running parent (held) and its ``count`` running children (held): (parent, [children])."""
     api.enqueue("tests.noop", {"role": "parent"})
     [parent] = claim(limit=1)
-    batch = submit.build_many(
+    batch = submit_many.build_many(
         "tests.noop",
         [{"role": "child", "n": n} for n in range(count)],
         key_prefix=f"spawn:{parent.run_id}:v1:spawn:0",
@@ -109,7 +109,7 @@ def test_a_timed_out_gather_cancelling_its_stragglers_while_one_lands_is_consist
     for _ in range(ROUNDS):
         api.enqueue("tests.noop", {"role": "parent"})
         [parent] = claim(limit=1)
-        batch = submit.build_many(
+        batch = submit_many.build_many(
             "tests.noop",
             [{"n": n} for n in range(3)],
             key_prefix=f"spawn:{parent.run_id}:s",
