@@ -76,7 +76,7 @@ WITH released AS (
         WHERE status = 'pending' AND available_at IS NOT NULL AND available_at <= now() AND held_by IS NOT NULL
           {{bounds}}
         ORDER BY available_at
-        LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+        LIMIT %(start_now)s FOR UPDATE SKIP LOCKED)
     RETURNING run_id
 ), due_pending AS (
     {{due_pending}}
