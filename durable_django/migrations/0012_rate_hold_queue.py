@@ -4,10 +4,11 @@ from django.db import migrations
 
 # 0011 held a saturated rate key's due runs each until the window had room for it, counting from the first
 # of them: a second batch held while the first was still waiting (more due runs than a batch, or runs
-# enqueued meanwhile) was given the same times as the first, and a claim's own candidates were each given
+# enqueued meanwhile) was given the same times as the first, and a claim's new candidates were each given
 # the next turns, so more runs came back at a turn than it could start, and the ones that could not were
-# held again, claim after claim. The candidates and the batch now queue behind the runs the key holds
-# already, and a full window with nothing left to hold no longer reads its starts. The rest is as in 0011.
+# held again, claim after claim. New candidates and the batch now queue behind the runs the key holds
+# already (a run whose turn came while the window was still full keeps its place in front), and a full
+# window with nothing left to hold no longer reads its starts. The rest is as in 0011.
 ADMIT = r"""
 CREATE OR REPLACE FUNCTION durable_admit(
     p_run_ids text[], p_start_now int, p_lease float8, p_worker_id text,
@@ -160,11 +161,12 @@ BEGIN
                 EXIT;
             END IF;
         END LOOP;
-        IF v_blocked IS NOT NULL AND v_blocked NOT LIKE 'rate:queue:%' THEN
-            CONTINUE;  -- a function's rate key: held below with its other due runs, behind those it holds
+        IF v_blocked IS NOT NULL AND v_blocked NOT LIKE 'rate:queue:%' AND c.available_at IS NULL THEN
+            CONTINUE;  -- new to a function's rate key: held below with its other due runs, behind those it holds
         END IF;
         IF v_blocked IS NOT NULL THEN
-            -- It tries again as the window's oldest starts leave it, ``limit`` held runs at a time.
+            -- It tries again as the window's oldest starts leave it, ``limit`` held runs at a time: a run
+            -- whose turn came (or whose delay ended) while the window was still full keeps its place in front.
             v_rate := v_rates -> v_blocked;
             v_hold_ids := v_hold_ids || c.run_id;
             v_hold_reasons := v_hold_reasons || v_blocked;
