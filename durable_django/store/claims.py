@@ -64,7 +64,9 @@ _DUE_PENDING_BY_QUEUE = """SELECT due.* FROM unnest(%(queues)s::text[]) AS bound
 # recovery only if its holder had started it. Runs a limit applies to (a function's
 # concurrency or rate key, a limited queue) are claimed or held by the admission, in
 # the same statement; runs a limit holds are not in the claim index at all, and those
-# held by a rate limit whose window has reopened are released and go to the admission.
+# held by a rate limit whose window has reopened are released and go to the admission, as many as
+# the free slots (a rate counts a start at its claim, so a run it limits is never claimed ahead of a
+# slot: one released beyond them would only go back to the claim index to be held again).
 # ``due_since`` is when each run became claimable (its queue lag starts there).
 CLAIM_TEMPLATE = f"""
 WITH released AS (
@@ -74,7 +76,7 @@ WITH released AS (
         WHERE status = 'pending' AND available_at IS NOT NULL AND available_at <= now() AND held_by IS NOT NULL
           {{bounds}}
         ORDER BY available_at
-        LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
+        LIMIT %(start_now)s FOR UPDATE SKIP LOCKED)
     RETURNING run_id
 ), due_pending AS (
     {{due_pending}}
@@ -122,12 +124,16 @@ FROM {_ADMIT} AS admitted
 WHERE EXISTS (SELECT FROM candidates WHERE limited) OR EXISTS (SELECT FROM released)
 """
 
-# When the next run becomes claimable (for an idle worker's sleep).
+# When the next run becomes claimable (for an idle worker's sleep): the first of each kind in its index's
+# order. Spelled ``min()``, the planner may aggregate every matching row instead when its statistics predate
+# them (tens of thousands of runs a rate limit holds, each with its recheck time, read after every claim).
 NEXT_DUE_TEMPLATE = """
 SELECT least(
-    (SELECT min(available_at) FROM durable_run WHERE status = 'pending' AND available_at IS NOT NULL {bounds}),
-    (SELECT min(available_at) FROM durable_run WHERE status = 'waiting' AND available_at IS NOT NULL {bounds}),
-    (SELECT min(leased_until) FROM durable_run WHERE status = 'running' {bounds})
+    (SELECT available_at FROM durable_run WHERE status = 'pending' AND available_at IS NOT NULL {bounds}
+     ORDER BY available_at LIMIT 1),
+    (SELECT available_at FROM durable_run WHERE status = 'waiting' AND available_at IS NOT NULL {bounds}
+     ORDER BY available_at LIMIT 1),
+    (SELECT leased_until FROM durable_run WHERE status = 'running' {bounds} ORDER BY leased_until LIMIT 1)
 ) - now()
 """
 

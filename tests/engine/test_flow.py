@@ -1,5 +1,6 @@
 """Flow control: concurrency limits, rate limits and debounce, enforced at claim time in PostgreSQL."""
 
+import collections
 from datetime import timedelta
 
 import pytest
@@ -103,6 +104,57 @@ def test_an_admission_records_its_starts_in_one_row_and_a_window_counts_the_rows
     assert sql("SELECT count(*) FROM durable_run WHERE status = 'running'") == [(7,)]
     assert sql("SELECT starts, total FROM durable_rate_start ORDER BY total DESC LIMIT 1") == [(2, 7)]
     assert len(runs) - 7 == sql("SELECT count(*) FROM durable_run WHERE held_by = 'rate:tests.rated'")[0][0]
+
+
+# The window's starts moved a minute ahead: it stays full however slow the test's claims.
+KEEP_THE_WINDOW_FULL = "UPDATE durable_rate_start SET started_at = started_at + interval '1 minute'"
+
+
+def test_runs_held_while_a_rate_limit_holds_others_queue_behind_them_never_more_at_a_turn_than_it_frees():
+    for n in range(5):
+        api.enqueue("tests.rated", {"n": n})  # five starts a second
+    assert len(claim(limit=5)) == 5  # one admission: the window's five starts at one instant
+    sql(KEEP_THE_WINDOW_FULL)
+    for batch in range(2):  # runs enqueued while the window is full, held by two claims of two candidates
+        for n in range(8):
+            api.enqueue("tests.rated", {"n": n, "batch": batch})
+        assert claim(limit=2) == []
+    held = "SELECT available_at FROM durable_run WHERE held_by IS NOT NULL ORDER BY created_at"
+    rechecks = [at for (at,) in sql(held)]
+    assert len(rechecks) == 16 and rechecks == sorted(rechecks)  # in the order they came
+    # Each start makes room for one run a window after it: five at a turn, a window apart, the second
+    # claim's runs after the first's (not given the same turns again).
+    assert sorted(collections.Counter(rechecks).items()) == [
+        (at, count) for at, count in zip(sorted(set(rechecks)), [5, 5, 5, 1], strict=True)
+    ]
+
+
+def test_a_held_run_whose_turn_came_while_the_window_was_still_full_keeps_its_place_in_front():
+    for n in range(5):
+        api.enqueue("tests.rated", {"n": n})  # five starts a second
+    assert len(claim(limit=5)) == 5
+    sql(KEEP_THE_WINDOW_FULL)
+    for n in range(20):
+        api.enqueue("tests.rated", {"n": n})
+    assert claim(limit=1) == []  # the twenty held, five at each of four turns
+    turns = sorted({at for (at,) in sql("SELECT available_at FROM durable_run WHERE held_by IS NOT NULL")})
+    [(first,)] = sql("SELECT run_id FROM durable_run WHERE held_by IS NOT NULL ORDER BY created_at LIMIT 1")
+    sql("UPDATE durable_run SET available_at = now() WHERE run_id = %s", [first])  # its turn, come early
+    assert claim(limit=1) == []  # released, and the window has no room yet
+    [(held_by, again)] = sql("SELECT held_by, available_at FROM durable_run WHERE run_id = %s", [first])
+    assert held_by == "rate:tests.rated" and again == turns[0]  # the next turn, not behind the other nineteen
+
+
+def test_a_claim_releases_no_more_runs_a_rate_limit_held_than_it_has_free_slots():
+    runs = [api.enqueue("tests.rated", {"n": n}) for n in range(10)]
+    assert len(claim(limit=5)) == 5
+    sql("UPDATE durable_rate_start SET started_at = started_at - interval '2 seconds'")  # the window passes
+    sql("UPDATE durable_run SET available_at = now() WHERE held_by IS NOT NULL")
+    assert len(claim(limit=10, started=2)) == 2
+    # The other three stay held (released, they could not start: a rate limit never claims ahead of a slot).
+    assert sql("SELECT count(*) FROM durable_run WHERE held_by = 'rate:tests.rated'") == [(3,)]
+    assert len(claim(limit=10)) == 3
+    assert statuses(*runs) == ["running"] * 10
 
 
 def test_a_held_run_can_be_cancelled_and_holds_nothing_after():

@@ -204,6 +204,27 @@ def claim_plan(**worker_options):
     return list(plan_nodes(plan[0]["Plan"]))
 
 
+def test_an_idle_workers_next_due_reads_one_run_however_many_a_rate_limit_holds():
+    from durable_django.worker.loop import WorkerOptions
+
+    sql("""
+        INSERT INTO durable_run (run_id, name, version, status, input, retry_policy, rate_key, rate_limit,
+                                 rate_per, created_at, updated_at)
+        SELECT 'rated-' || g, 'tests.rated', 1, 'pending', '{}', '{}', 'rate:tests.rated', 5, 1.0,
+               now() + make_interval(secs => g / 1e6), now()
+        FROM generate_series(1, 30000) g
+    """)
+    sql("ANALYZE durable_run")  # statistics from before the holds, as when a backlog meets a full window
+    sql("""
+        UPDATE durable_run SET held_by = rate_key, available_at = now() + make_interval(secs => created_at_order / 5.0)
+        FROM (SELECT run_id AS id, row_number() OVER (ORDER BY created_at) AS created_at_order FROM durable_run) o
+        WHERE run_id = o.id AND created_at_order <= 20000
+    """)
+    bounds = WorkerOptions().claim_bounds()
+    [(plan,)] = sql("EXPLAIN (ANALYZE, FORMAT JSON) " + bounds.next_due_sql, bounds.params)
+    assert rows_read(plan_nodes(plan[0]["Plan"])) <= 1, plan
+
+
 def claimed_queues():
     return dict(sql("SELECT queue, count(*) FROM durable_run WHERE status = 'running' GROUP BY queue"))
 
