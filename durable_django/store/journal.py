@@ -94,7 +94,6 @@ WHERE run_id = %(run_id)s AND attempts = %(token)s AND status = 'running'
 FOR UPDATE
 """
 
-
 # Journal an entry (first committed value wins) inside a held transaction.
 INSERT_STEP = """
 INSERT INTO durable_step (run_id, step_id, result, tenant_id, created_at)
@@ -225,4 +224,5 @@ def insert_step(cur: CursorWrapper, run_id: str, step_id: str, tenant_id: str | 
 
 
 def held_transaction() -> transaction.Atomic:
+    """The transaction a suspension or a spawn locks the held run in (``lock_held``) and journals in."""
     return transaction.atomic(using=connection().alias)
