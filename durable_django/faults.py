@@ -4,7 +4,8 @@ The engine calls ``reach(point)`` at each; with nothing injected that is one
 dictionary lookup. Points: ``step.returned`` (a step's function has returned,
 its value is not journalled yet); ``worker.claimed`` (a worker's claim loop has
 claimed, before it asks when the next run is due); ``reconciler.pass`` (the
-worker's reconciler thread is about to make a pass); ``spawn_many.inserted``
+worker's reconciler thread is about to make a pass); ``heartbeat.renew`` (the
+heartbeat is about to renew the leases it holds); ``spawn_many.inserted``
 (a batch of children is inserted, their ids are not journalled yet).
 """
 

@@ -2,6 +2,7 @@
 
 import logging
 import threading
+import time
 
 import psycopg
 import pytest
@@ -9,8 +10,11 @@ from django.db import connections
 
 from durable_django import api, faults
 from durable_django.conf import durable_settings
+from durable_django.engine import lifecycle
+from durable_django.worker.heartbeat import Heartbeat
 from durable_django.worker.loop import Worker, WorkerOptions
 from durable_django.worker.reconciler import ReconcilerThread
+from durable_django.worker.slots import SlotPool
 from tests.helpers import subprocess_database_url, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -102,3 +106,41 @@ def test_a_reconciler_pass_on_a_cut_connection_warns_and_is_tried_again_soon(set
     assert cut.is_set() and not thread.is_alive()
     [warning] = [record for record in caplog.records if "reconciler: pass failed" in record.getMessage()]
     assert warning.levelno == logging.WARNING and warning.exc_info is None
+
+
+def test_a_renewal_the_database_refused_is_tried_again_long_before_the_next_beat(settings):
+    """Two PostgreSQL restarts a second apart once failed two regular beats in a row, and the worker gave up
+    leases the database had kept (the chaos soak caught it re-running steps). A refused renewal is now tried
+    again after a tenth of a second."""
+    settings.DURABLE = {**settings.DURABLE, "LEASE_SECONDS": 6}  # a beat every 2 s
+    api.enqueue("tests.noop", {})
+    [attempt] = lifecycle.claim(
+        limit=1,
+        start_now=1,
+        worker_id="test",
+        bounds=lifecycle.claim_bounds(functions=None, queues=None, tenant_id=None),
+    )
+    pool, halt = SlotPool(1), threading.Event()
+    pool.add([attempt])
+    renewed = api.get_run(attempt.run.run_id).leased_until
+    beats, reachable = [], []
+    cut = threading.Event()
+
+    def cut_once():
+        if not cut.is_set():
+            cut.set()
+            cut_this_threads_connection()
+
+    heartbeat = Heartbeat(pool, halt, reachable.append, on_beat=lambda: beats.append(time.monotonic()))
+    with faults.injected("heartbeat.renew", cut_once):
+        heartbeat.start()
+        try:
+            wait_until(lambda: len(beats) >= 2, timeout=60, message="a beat after the refused one")
+        finally:
+            halt.set()
+            heartbeat.join(timeout=30)
+    assert cut.is_set() and reachable[:2] == [False, True], reachable
+    # The regular beat is 2 s away; the retry comes after 0.1 s (the bound leaves ten times that).
+    assert beats[1] - beats[0] < 1.0, beats
+    assert api.get_run(attempt.run.run_id).leased_until > renewed
+    assert not attempt.lost
