@@ -69,9 +69,8 @@ class Heartbeat(threading.Thread):
     @staticmethod
     def pause_after(failures: int) -> float:
         """Seconds until the next beat, after ``failures`` renewals in a row that the database refused."""
-        if not failures:
-            return durable_settings.heartbeat_seconds
-        return min(FIRST_RETRY_SECONDS * 2 ** (failures - 1), durable_settings.heartbeat_seconds)
+        beat: float = durable_settings.heartbeat_seconds
+        return min(FIRST_RETRY_SECONDS * 2 ** (failures - 1), beat) if failures else beat
 
     def beat(self) -> bool:
         """Renew once, act on what the renewal says of each held run, then tell the worker it beat.
