@@ -111,7 +111,11 @@ def test_deadlines_end_pending_sleeping_waiting_and_running_runs_within_a_poll_i
     running = api.enqueue("tests.slow", {"seconds": 60, "tag": "running"}, queue="work", deadline=deadline)
     wait_until(lambda: effects.exists("slow-started-child"), message="the child to run")
     wait_until(lambda: effects.exists("slow-started-running"), message="the running run to run")
-    assert (status(sleeping.run_id), status(parent.run_id)) == ("waiting", "waiting")
+    # The sleeper's suspension may still be landing while the slow runs start.
+    wait_until(
+        lambda: (status(sleeping.run_id), status(parent.run_id)) == ("waiting", "waiting"),
+        message="the sleeper and the parent to wait",
+    )
     assert status(pending.run_id) == "pending"
     assert timezone.now() < deadline, "the machine was too slow to set the scene before the deadline"
     [(child,)] = sql("SELECT run_id FROM durable_run WHERE parent_run_id = %s", [parent.run_id])
