@@ -10,7 +10,7 @@ test:  ## the whole matrix, exactly as CI runs it
 	tox
 
 test-fast:  ## the suite once, on this interpreter and Django
-	$(PYTHON) -m pytest -n 2
+	$(PYTHON) -m pytest -n 4
 
 test-pgbouncer:  ## the store, engine, process and pooler tiers through a real PgBouncer in transaction mode
 	tox -e pgbouncer

@@ -557,8 +557,8 @@ def test_an_add_racing_another_add_of_the_same_id_writes_nothing(admin_client):
             lambda: (
                 sql("SELECT pg_stat_clear_snapshot()") is not None
                 and sql(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                    "AND query LIKE '%%INSERT INTO durable_schedule%%'"
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND wait_event_type = 'Lock' AND query LIKE '%%INSERT INTO durable_schedule%%'"
                 )[0][0]
                 == 1
             ),

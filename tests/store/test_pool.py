@@ -28,7 +28,12 @@ def backend_pid() -> int:
 
 def named_sessions() -> list[tuple[int, str]]:
     with connection.cursor() as cur:
-        cur.execute("SELECT pid, query FROM pg_stat_activity WHERE application_name = %s ORDER BY pid", [NAME])
+        # This database's only: another xdist worker may have a pool of the same name on the same server.
+        cur.execute(
+            "SELECT pid, query FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s "
+            "ORDER BY pid",
+            [NAME],
+        )
         return cur.fetchall()
 
 
