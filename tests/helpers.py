@@ -80,6 +80,13 @@ def run_in_threads(count: int, target, *args):
     return results
 
 
+# Advisory locks held in this test database: other test processes share the server, each with a database of its own.
+ADVISORY_LOCKS_HERE = (
+    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+    "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
+
+
 def sql(query: str, params=None):
     with connection.cursor() as cur:
         cur.execute(query, params or [])

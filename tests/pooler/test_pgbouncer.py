@@ -24,7 +24,7 @@ from durable_django.exceptions import InvalidInput
 from durable_django.store.sessions import listening
 from durable_django.testing import advance_schedule, run_until_idle
 from tests.admin.test_admin_pages import RUNS, SCHEDULES, confirm_bulk, listed_run_ids, run_url
-from tests.helpers import subprocess_database_url, wait_until
+from tests.helpers import ADVISORY_LOCKS_HERE, subprocess_database_url, wait_until
 from tests.pgbouncer import PgBouncer, routed
 from tests.store.factories import claim, complete
 from tests.store.test_purge import ids, make_runs
@@ -127,7 +127,7 @@ def test_the_periodic_purge_through_pgbouncer_leaves_no_lock_behind(through_pgbo
     make_runs("old-", 25, landed_ago=timedelta(days=2), steps=1)
     assert retention.purge_unless_another_worker_is(timezone.now() - timedelta(days=1), 10) == 25
     assert ids("old-%") == set()
-    assert on_direct("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") == [(0,)]
+    assert on_direct(ADVISORY_LOCKS_HERE) == [(0,)]
 
 
 def test_the_admin_works_through_pgbouncer(through_pgbouncer, admin_client):

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from durable_django import api
 from durable_django.store import purge
-from tests.helpers import sql
+from tests.helpers import ADVISORY_LOCKS_HERE, sql
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -191,4 +191,4 @@ def test_the_periodic_purge_takes_its_turn_inside_each_batch_transaction():
         holder.join(30)
     assert retention.purge_unless_another_worker_is(cutoff, 10) == 30
     assert ids("old-%") == set()
-    assert sql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'") == [(0,)]
+    assert sql(ADVISORY_LOCKS_HERE) == [(0,)]
