@@ -705,10 +705,13 @@ class StoreMachine(RuleBasedStateMachine):
     def release(self, held):
         """A worker shutting down hands back what it believes it holds: only current claims go back."""
         holding = {ticket: self.current(ticket) for ticket in held}
+        current = [ticket for ticket, run in holding.items() if run is not None]
+        # A released run whose cancel was requested ends cancelled: that wakes its waiting parent and
+        # cascades to its children, so a stale ticket's run may change when one of its kin is released.
         stale = [
             ticket
             for ticket, run in holding.items()
-            if run is None and not any(o.run_id == ticket.run_id and holding[o] is not None for o in held)
+            if run is None and not any(o.run_id == ticket.run_id for o in current) and not self.kin_in(ticket, current)
         ]
         released = self.fenced([t.run_id for t in stale], lambda: claims.release([(t.run_id, t.token) for t in held]))
         assert released == sum(run is not None for run in holding.values())
@@ -860,9 +863,9 @@ class StoreMachine(RuleBasedStateMachine):
             return
         child = self.model[child_id]
         if child.status in TERMINAL:
-            value = run.journal.setdefault(
-                step_id, {"state": child.status, "result": child.output, "error": child.error}
-            )
+            # A child that succeeded on a retry keeps its last failure for the operator, not for its parent.
+            error = None if child.status == SUCCEEDED else child.error
+            value = run.journal.setdefault(step_id, {"state": child.status, "result": child.output, "error": error})
             outcome = call()
             assert (outcome.suspended, outcome.value) == (False, value)
             return
