@@ -114,6 +114,7 @@ class WorkerProcesses:
                 "DJANGO_SETTINGS_MODULE": "tests.settings",
                 "DURABLE_TEST_EFFECTS_DIR": str(self.effects_dir),
                 "DURABLE_TEST_LOG_LEVEL": "INFO",
+                "PYTHONFAULTHANDLER": "1",
                 "PYTHONPATH": ROOT,
             }
         )
@@ -146,6 +147,18 @@ class WorkerProcesses:
         with open(proc.log_path) as handle:
             return handle.read()
 
+    def report(self):
+        """For a failed test: each live worker's threads (PYTHONFAULTHANDLER dumps them on SIGABRT), then every log."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGCONT)
+                    os.kill(proc.pid, signal.SIGABRT)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=10)
+        for proc in self.procs:
+            print(f"--- worker {proc.pid} (exit {proc.returncode}): {proc.log_path}\n{self.output(proc)}")
+
     def stop_all(self):
         for proc in self.procs:
             if proc.poll() is None:
@@ -155,10 +168,21 @@ class WorkerProcesses:
             proc.wait(timeout=30)
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Note on the test item whether its call failed, for fixtures that report more on a failure."""
+    report = yield
+    if report.when == "call":
+        item.call_failed = report.failed
+    return report
+
+
 @pytest.fixture
-def workers(effects_dir, tmp_path):
+def workers(effects_dir, tmp_path, request):
     processes = WorkerProcesses(effects_dir, tmp_path)
     yield processes
+    if getattr(request.node, "call_failed", False):
+        processes.report()
     processes.stop_all()
 
 
