@@ -111,7 +111,10 @@ def execute(attempt: Attempt, *, land_success: Callable[[Attempt, str], Outcome]
     telemetry.attempt_started(attempt)
     try:
         with tracing.current(attempt):
-            outcome = _execute(attempt, land_success)
+            try:
+                outcome = _execute(attempt, land_success)
+            except LeaseLost:  # raised by a landing that waited out a cut connection while the lease went
+                outcome = _lost(attempt)
     except BaseException:
         if not attempt.overstayed:
             telemetry.attempt_ended(attempt, Outcome.ERROR)
@@ -120,6 +123,19 @@ def execute(attempt: Attempt, *, land_success: Callable[[Attempt, str], Outcome]
     if outcome != Outcome.LANDING and not attempt.overstayed:
         telemetry.attempt_ended(attempt, outcome)
     return outcome
+
+
+def _lost(attempt: Attempt) -> Outcome:
+    """The outcome of an attempt that learnt its lease was gone, in its handler or while landing."""
+    if attempt.landed_cancelled:
+        return Outcome.CANCELLED  # the heartbeat landed it cancelled (and logged it)
+    logger.warning(
+        "run %s lost its lease; attempt %s stopped without writing",
+        attempt.run.run_id,
+        attempt.token,
+        extra=telemetry.log_fields(attempt, Outcome.LOST),
+    )
+    return Outcome.LOST
 
 
 def _execute(attempt: Attempt, land_success: Callable[[Attempt, str], Outcome]) -> Outcome:
@@ -164,15 +180,7 @@ def _execute(attempt: Attempt, land_success: Callable[[Attempt, str], Outcome]) 
         )
         return Outcome.SUSPENDED
     except LeaseLost:
-        if attempt.landed_cancelled:
-            return Outcome.CANCELLED  # the heartbeat landed it cancelled (and logged it)
-        logger.warning(
-            "run %s lost its lease; attempt %s stopped without writing",
-            run.run_id,
-            attempt.token,
-            extra=telemetry.log_fields(attempt, Outcome.LOST),
-        )
-        return Outcome.LOST
+        return _lost(attempt)
     except Cancelled:
         return _cancel(attempt)
     except DeadlineReached:

@@ -325,7 +325,7 @@ class Worker:
                     return
                 try:
                     self._run_attempt(slot, attempt)
-                except Exception:  # a bug here must not kill the slot
+                except BaseException:  # a bug here, even one escaping as control flow, must not kill the slot
                     logger.exception(
                         "run %s: unexpected error in the worker",
                         attempt.run.run_id,
