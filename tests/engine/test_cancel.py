@@ -148,10 +148,13 @@ def test_cancel_and_resume_are_tenant_scoped():
     assert api.resume(run.run_id, tenant_id=tenant).status == "pending"
 
 
-def test_resume_replays_the_journal_with_a_fresh_budget(effects_dir):
+def test_resume_replays_the_journal_with_a_fresh_budget(effects_dir, settings):
+    # The retry an hour away: the default policy's full jitter may make it due within this run_until_idle.
+    retry = {**settings.DURABLE.get("DEFAULT_RETRY", {}), "initial_delay": 3600.0, "max_delay": 3600.0, "jitter": 0.0}
+    settings.DURABLE = {**settings.DURABLE, "DEFAULT_RETRY": retry}
     run = api.enqueue("tests.falsy_steps", {})
-    # Attempt 1 journals five steps, then fails; only it (a loaded machine may reach the retry's due time).
-    run_until_idle(max_runs=1)
+    run_until_idle()  # attempt 1 journals five steps, then fails
+    assert api.get_run(run.run_id).status == "pending"
     api.cancel(run.run_id)
     resumed = api.resume(run.run_id)
     assert resumed.status == "pending" and resumed.failures == 0
