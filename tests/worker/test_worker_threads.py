@@ -11,6 +11,7 @@ from django.db import connections
 from durable_django import api, faults
 from durable_django.conf import durable_settings
 from durable_django.engine import lifecycle
+from durable_django.engine.execute import Outcome, execute
 from durable_django.worker.heartbeat import Heartbeat
 from durable_django.worker.loop import Worker, WorkerOptions
 from durable_django.worker.reconciler import ReconcilerThread
@@ -144,3 +145,32 @@ def test_a_renewal_the_database_refused_is_tried_again_long_before_the_next_beat
     assert beats[1] - beats[0] < 1.0, beats
     assert api.get_run(attempt.run.run_id).leased_until > renewed
     assert not attempt.lost
+
+
+def test_a_failure_landing_that_waits_out_a_cut_connection_while_the_lease_goes_ends_lost_not_raising():
+    """The chaos soak caught a slot thread dying: a handler failed, its failure's landing met a cut connection,
+    and while it waited to send it again the heartbeat gave the lease up; the LeaseLost that followed
+    escaped ``execute`` (and the slot's guard, which caught ``Exception`` only). It ends the attempt lost."""
+    api.enqueue("tests.always_fails", {})
+    [attempt] = lifecycle.claim(
+        limit=1,
+        start_now=1,
+        worker_id="test",
+        bounds=lifecycle.claim_bounds(functions=None, queues=None, tenant_id=None),
+    )
+    cut_this_threads_connection()
+
+    class LeaseGoesWhileTheWriteWaits(logging.Handler):
+        def emit(self, record):
+            if "keeping the write to send again" in record.getMessage():
+                attempt.stop(lost=True)  # what the heartbeat does after two thirds of a lease
+
+    handler = LeaseGoesWhileTheWriteWaits()
+    logging.getLogger("durable_django").addHandler(handler)
+    try:
+        assert execute(attempt) == Outcome.LOST
+    finally:
+        logging.getLogger("durable_django").removeHandler(handler)
+    assert attempt.lost
+    run = api.get_run(attempt.run.run_id)
+    assert (run.status, run.failures) == ("running", 0)  # nothing written: its lease expires, and it is recovered
