@@ -239,12 +239,7 @@ def wait_for_child(
             )
         status, output, error, _error_type = row
         if status in ("succeeded", "failed", "cancelled"):
-            # A child that succeeded on a retry keeps its last failure for the operator, not for its parent.
-            outcome: ChildResult = {
-                "state": status,
-                "result": from_json(output),
-                "error": None if status == "succeeded" else error,
-            }
+            outcome = _child_result(status, output, error)
             return WaitOutcome(suspended=False, value=journal.insert_step(cur, run_id, step_id, tenant_id, outcome))
         deadline: datetime | None = None
         passed = False
@@ -258,12 +253,17 @@ def wait_for_child(
         return WaitOutcome(suspended=True)
 
 
+def _child_result(status: str, output: str | None, error: str | None) -> ChildResult:
+    """What a parent's wait journals of a finished child.
+
+    A child that succeeded on a retry keeps its last failure for the operator, not for its parent.
+    """
+    return {"state": status, "result": from_json(output), "error": None if status == "succeeded" else error}
+
+
 def _outcomes(cur: CursorWrapper, run_id: str, child_run_ids: list[str]) -> dict[str, ChildResult]:
     cur.execute(SELECT_OUTCOMES, {"run_id": run_id, "child_run_ids": child_run_ids})
-    return {
-        child_id: {"state": status, "result": from_json(output), "error": error}
-        for child_id, status, output, error in cur.fetchall()
-    }
+    return {child_id: _child_result(status, output, error) for child_id, status, output, error in cur.fetchall()}
 
 
 def wait_for_children(

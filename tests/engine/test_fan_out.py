@@ -258,3 +258,22 @@ def test_a_cascade_that_ends_the_children_of_a_pivoted_gatherer_wakes_it():
     done = api.get_run(gatherer)
     assert done.status == "succeeded", done.error
     assert [result["state"] for result in done.output] == ["cancelled"] * 3
+
+
+@pytest.mark.parametrize("function", ["tests.fan_out", "tests.race_children"], ids=["all", "any"])
+def test_a_child_that_succeeds_on_a_retry_reports_no_error_to_a_parent_gathering_it(function):
+    """As with ``wait_for_result``: the child keeps its last failure for the operator, not for its parent."""
+    parent = api.enqueue(function, {"children": [{"value": 7, "fail_first": True}]})
+    for _ in range(20):  # the child's retry waits for its backoff
+        if api.get_run(parent.run_id).status == "succeeded":
+            break
+        for pending in api.list_runs(status="pending").items:
+            make_due(pending.run_id)
+        run_until_idle()
+    done = api.get_run(parent.run_id)
+    assert done.status == "succeeded", done.error
+    [(child_error,)] = sql("SELECT error FROM durable_run WHERE parent_run_id = %s", [parent.run_id])
+    assert child_error  # the child itself keeps the failure it recovered from
+    outcome = {"state": "succeeded", "result": {"child_of": None, "value": 7}, "error": None}
+    gathered = done.output["results"] if function == "tests.fan_out" else [done.output["first"][1]]
+    assert gathered == [outcome], done.output
