@@ -6,11 +6,15 @@ the run's lock is held, in a statement of its own (``landing`` says why).
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.db.backends.utils import CursorWrapper
+
 from ..states import CancelOutcome
 from .db import cursor, in_transaction
 from .landing import LANDED, LOCK_RUN, land
 
-# Where cancel() begins: the run's parent, read without a lock (it never changes).
+# A visible run's parent, read without a lock (it never changes), so that the parent is locked first.
 SELECT_PARENT = """
 SELECT parent_run_id FROM durable_run
 WHERE run_id = %(run_id)s AND (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tenant_id)s::uuid)
@@ -52,19 +56,31 @@ UPDATE durable_run SET cancel_refused_at = coalesce(cancel_refused_at, now()) WH
 """
 
 
+def lock_parent_of(cur: CursorWrapper, params: dict[str, Any]) -> tuple[bool, str | None]:
+    """Before an operator's write locks a run (``run_id``, seen by ``tenant_id``), lock its parent, if it has one.
+
+    Returns:
+        Whether the run is visible, and its parent's id.
+    """
+    cur.execute(SELECT_PARENT, params)
+    row = cur.fetchone()
+    if row is None:
+        return False, None
+    parent_run_id: str | None = row[0]
+    if parent_run_id is not None:
+        cur.execute(LOCK_RUN, [parent_run_id])
+    return True, parent_run_id
+
+
 def cancel(run_id: str, tenant_id: str | None) -> CancelOutcome | None:
     """cancel(): returns the CancelOutcome, or None if no such run is visible."""
     params = {"run_id": run_id, "tenant_id": tenant_id}
 
     def work() -> CancelOutcome | None:
         with cursor() as cur:
-            cur.execute(SELECT_PARENT, params)
-            row = cur.fetchone()
-            if row is None:
+            found, parent_run_id = lock_parent_of(cur, params)
+            if not found:
                 return None
-            parent_run_id = row[0]
-            if parent_run_id is not None:
-                cur.execute(LOCK_RUN, [parent_run_id])
             cur.execute(LOCK_FOR_CANCEL, params)
             executing, finished, pivoted, status = cur.fetchone()
         if finished or pivoted:

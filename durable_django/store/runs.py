@@ -18,6 +18,7 @@ from ..exceptions import InvalidInput
 from ..states import COALESCE_CONSTRAINT
 from ..types import Run
 from ..values import text
+from .cancellation import lock_parent_of
 from .db import (
     RUN_COLUMN_COUNT,
     RUN_COLUMNS,
@@ -27,7 +28,6 @@ from .db import (
     in_transaction,
     row_to_run,
 )
-from .landing import LOCK_RUN
 
 # The run an idempotency key already names.
 SELECT_BY_IDEMPOTENCY_KEY = f"SELECT {RUN_COLUMNS} FROM durable_run WHERE idempotency_key = %s"
@@ -63,11 +63,6 @@ ORDER BY created_at DESC, run_id DESC
 LIMIT %(limit)s
 """
 
-# Where resume() begins: the run's parent and whether the parent has finished (read before any lock).
-SELECT_PARENT = """
-SELECT parent_run_id FROM durable_run
-WHERE run_id = %(run_id)s AND (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tenant_id)s::uuid)
-"""
 
 # A parent's status, read after its lock was taken (a statement of its own).
 SELECT_STATUS = "SELECT status FROM durable_run WHERE run_id = %s"
@@ -189,13 +184,10 @@ def resume(run_id: str, tenant_id: str | None) -> Run | None:
 
     def work() -> Run | None:
         with cursor() as cur:
-            cur.execute(SELECT_PARENT, params)
-            row = cur.fetchone()
-            if row is None:
+            found, parent_run_id = lock_parent_of(cur, params)
+            if not found:
                 return None
-            parent_run_id = row[0]
             if parent_run_id is not None:
-                cur.execute(LOCK_RUN, [parent_run_id])
                 cur.execute(SELECT_STATUS, [parent_run_id])
                 parent = cur.fetchone()
                 if parent is None or parent[0] in ("succeeded", "failed", "cancelled"):
