@@ -1,6 +1,8 @@
 import django.db.models.functions.datetime
 from django.db import migrations, models
 
+from durable_django.store.schema import schema_sql
+
 
 class Migration(migrations.Migration):
     """Observability: a run's progress and the trace context of its enqueue, the workers table, the index the
@@ -42,20 +44,7 @@ class Migration(migrations.Migration):
             ],
             database_operations=[
                 migrations.RunSQL(
-                    sql="""
-                    CREATE TABLE durable_worker (
-                        worker_id text PRIMARY KEY,
-                        host text NOT NULL,
-                        pid integer NOT NULL,
-                        queues jsonb,
-                        functions jsonb NOT NULL,
-                        tenant_id uuid,
-                        concurrency integer NOT NULL,
-                        started_at timestamp with time zone NOT NULL DEFAULT now(),
-                        last_seen_at timestamp with time zone NOT NULL DEFAULT now(),
-                        stopped_at timestamp with time zone
-                    )
-                    """,
+                    sql=schema_sql("durable_worker", 1),
                     reverse_sql="DROP TABLE durable_worker",
                 ),
             ],

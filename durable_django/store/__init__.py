@@ -1,6 +1,20 @@
 """The only door to the durable tables: every SQL statement lives in this package.
 
-``runs`` (durable_run), ``journal`` (durable_step and durable_signal),
-``schedules`` (durable_schedule), ``landing`` (the statement that ends runs),
-``db`` (connection, JSON and row conversion). Callers receive frozen records.
+Callers receive frozen records. Its modules, by what they do:
+
+- Plumbing: ``db`` (which connection, JSON in and out, rows to records), ``pool`` (a
+  worker's engine connections), ``sessions`` (LISTEN, landing waits and stream reads on
+  sessions of the store's own), ``schema/`` (the SQL functions the migrations load).
+- Submitting: ``inserts`` (enqueue, batches, debounce), ``spawns`` (children, journalled
+  with their parent's step), ``forks`` (a new run on a copy of a journal's prefix).
+- Holding a run: ``claims`` (claim, start, release), ``leases`` (renewals no client
+  transaction can block), ``flow`` (admission under concurrency and rate limits),
+  ``journal`` (steps and signals), ``waits`` (sleeps, signals, children), ``progress``,
+  ``streams`` (events and streams), ``landing`` (the transactions that end attempts and runs).
+- Ending and repairing: ``cancellation``, ``deadlines``, ``reconcile`` (states that must not
+  exist), ``purge`` (retention), ``bulk`` (set-based operator batches).
+- Reading: ``runs``, ``attempts``, ``overview``, ``health``, ``task_results``,
+  ``divergences``, ``workers`` (the worker rows).
+- Schedules and pauses: ``schedules``, ``schedule_runs``, ``pauses``.
+- Tests only: ``time_travel`` (what ``durable_django.testing`` uses to let time pass).
 """

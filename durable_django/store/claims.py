@@ -1,12 +1,13 @@
-"""Statements a worker runs on the runs it holds: claim, start, renew, release.
+"""Statements a worker runs on the runs it holds: claim, start, release (renewals: ``leases``).
 
 A claim advances ``attempts``, the fence token every later write of that
 attempt carries. A worker may claim a batch ahead of its free slots; those
 runs are ``running`` but not started (``attempt_started_at`` is NULL) until a
 slot starts them with a fenced write, so until then a cancel ends them at once
-and a reclaim after their holder died counts no recovery. Renewals and starts
-skip rows another transaction has locked (a landing, a cascade) instead of
-waiting, so they never take part in a deadlock.
+and a reclaim after their holder died counts no recovery. Starts skip rows
+another transaction has locked (a landing, a cascade) instead of waiting, so
+they never take part in a deadlock; a claim takes a run over only once both
+its row's lease and any renewal beside it (``leases``) have run out.
 """
 
 from __future__ import annotations
@@ -20,9 +21,17 @@ from typing import Any
 from ..types import Run
 from . import flow, landing
 from .db import RUN_COLUMN_COUNT, WAKE_CHANNEL, cursor, in_transaction, qualified_run_columns, row_to_run
+from .leases import LIVE_RENEWAL
 
 # Whether a limit applies to the run: its function has a concurrency or rate key, or its queue is limited.
+# A running run whose lease its holder renewed beside the row while a client transaction had it locked.
+_LEASE_RENEWED = LIVE_RENEWAL.format(run="durable_run")
+
 _LIMITED = "(concurrency_key IS NOT NULL OR rate_key IS NOT NULL OR queue = ANY(%(limited_queues)s::text[])) AS limited"
+
+# Whether the run's function or queue is paused (store/pauses.py); the pauses are read once per statement.
+_PAUSED = """(('paused:function:' || name) = ANY (ARRAY(SELECT key FROM durable_pause))
+            OR ('paused:queue:' || queue) = ANY (ARRAY(SELECT key FROM durable_pause))) AS paused"""
 
 # The flow-control admission of the candidates a limit applies to, and of the runs a rate limit held
 # whose window has reopened (migration 0006, store/flow.py; a VOLATILE function sees the release this
@@ -30,7 +39,8 @@ _LIMITED = "(concurrency_key IS NOT NULL OR rate_key IS NOT NULL OR queue = ANY(
 # once as the free slots the plain claim left) and holds back the rest. It runs only when a candidate
 # is limited or a held run was released: a claim of unlimited runs never calls it.
 _ADMIT = """durable_admit(
-    ARRAY(SELECT run_id FROM candidates WHERE limited UNION SELECT run_id FROM released),
+    ARRAY(SELECT run_id FROM candidates WHERE limited AND NOT paused
+          UNION SELECT run_id FROM released WHERE NOT paused),
     greatest(%(start_now)s - (SELECT count(*) FROM chosen WHERE starts), 0)::int,
     %(lease)s::float8, %(worker_id)s::text,
     %(limit_queues)s::text[], %(queue_concurrency)s::int[], %(queue_rate_limit)s::int[], %(queue_rate_per)s::float8[],
@@ -39,7 +49,8 @@ _ADMIT = """durable_admit(
 # The claim's pending arm: due pending runs no limit holds, in claim order, from the claim index (or, for a
 # worker bound to a tenant, that tenant's claim index).
 _DUE_PENDING = f"""SELECT run_id, priority, created_at, false AS recovered,
-           coalesce(available_at, updated_at) AS due_since, {_LIMITED}
+           coalesce(available_at, updated_at) AS due_since, {_LIMITED}, {_PAUSED},
+           NULL::timestamptz AS prior_start
     FROM durable_run
     WHERE status = 'pending' AND held_by IS NULL AND (available_at IS NULL OR available_at <= now()) {{bounds}}
     ORDER BY priority DESC, created_at
@@ -67,7 +78,11 @@ _DUE_PENDING_BY_QUEUE = """SELECT due.* FROM unnest(%(queues)s::text[]) AS bound
 # held by a rate limit whose window has reopened are released and go to the admission, as many as
 # the free slots (a rate counts a start at its claim, so a run it limits is never claimed ahead of a
 # slot: one released beyond them would only go back to the claim index to be held again).
-# ``due_since`` is when each run became claimable (its queue lag starts there).
+# ``due_since`` is when each run became claimable (its queue lag starts there); ``prior_start``, when the
+# attempt of an expired lease had started (a limit's admission does not say: NULL). A due run whose function or
+# queue is paused is neither claimed nor admitted: ``durable_hold_paused`` (migration 0018) holds it out of the
+# claim index, where it stays, unread by any claim, until the pause ends. A run whose lease expired is not
+# held: it was running when the pause came, and running attempts finish.
 CLAIM_TEMPLATE = f"""
 WITH released AS (
     UPDATE durable_run SET held_by = NULL
@@ -77,19 +92,21 @@ WITH released AS (
           {{bounds}}
         ORDER BY available_at
         LIMIT %(start_now)s FOR UPDATE SKIP LOCKED)
-    RETURNING run_id
+    RETURNING run_id, {_PAUSED}
 ), due_pending AS (
     {{due_pending}}
 ), due_waits AS (
-    SELECT run_id, priority, created_at, false AS recovered, available_at AS due_since, {_LIMITED} FROM durable_run
+    SELECT run_id, priority, created_at, false AS recovered, available_at AS due_since, {_LIMITED}, {_PAUSED},
+           NULL::timestamptz AS prior_start
+    FROM durable_run
     WHERE status = 'waiting' AND available_at <= now() {{bounds}}
     ORDER BY available_at
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 ), expired AS (
     SELECT run_id, priority, created_at, attempt_started_at IS NOT NULL AS recovered, leased_until AS due_since,
-           {_LIMITED}
+           {_LIMITED}, false AS paused, attempt_started_at AS prior_start
     FROM durable_run
-    WHERE status = 'running' AND leased_until < now() {{bounds}}
+    WHERE status = 'running' AND leased_until < now() AND NOT {_LEASE_RENEWED} {{bounds}}
     ORDER BY leased_until
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 ), candidates AS (
@@ -98,7 +115,7 @@ WITH released AS (
     LIMIT %(limit)s
 ), chosen AS (
     SELECT *, row_number() OVER (ORDER BY priority DESC, created_at) <= %(start_now)s AS starts
-    FROM candidates WHERE NOT limited
+    FROM candidates WHERE NOT limited AND NOT paused
 ), claimed AS (
     UPDATE durable_run r SET
         status = 'running',
@@ -114,14 +131,21 @@ WITH released AS (
         updated_at = now()
     FROM chosen
     WHERE r.run_id = chosen.run_id
-    RETURNING {qualified_run_columns("r")}, chosen.recovered, chosen.starts, now(), chosen.due_since
+    RETURNING {qualified_run_columns("r")}, chosen.recovered, chosen.starts, now(), chosen.due_since,
+              chosen.prior_start
 )
 SELECT * FROM claimed
 UNION ALL
 SELECT {qualified_run_columns("(admitted.run)")}, admitted.recovered, admitted.started, admitted.database_now,
-       admitted.due_since
+       admitted.due_since, NULL::timestamptz
 FROM {_ADMIT} AS admitted
-WHERE EXISTS (SELECT FROM candidates WHERE limited) OR EXISTS (SELECT FROM released)
+WHERE EXISTS (SELECT FROM candidates WHERE limited AND NOT paused) OR EXISTS (SELECT FROM released WHERE NOT paused)
+UNION ALL
+SELECT {qualified_run_columns("(held.run)")}, held.recovered, held.started, held.database_now, held.due_since,
+       NULL::timestamptz
+FROM durable_hold_paused(
+    ARRAY(SELECT run_id FROM candidates WHERE paused UNION SELECT run_id FROM released WHERE paused)) AS held
+WHERE EXISTS (SELECT FROM candidates WHERE paused) OR EXISTS (SELECT FROM released WHERE paused)
 """
 
 # When the next run becomes claimable (for an idle worker's sleep): the first of each kind in its index's
@@ -133,34 +157,11 @@ SELECT least(
      ORDER BY available_at LIMIT 1),
     (SELECT available_at FROM durable_run WHERE status = 'waiting' AND available_at IS NOT NULL {bounds}
      ORDER BY available_at LIMIT 1),
-    (SELECT leased_until FROM durable_run WHERE status = 'running' {bounds} ORDER BY leased_until LIMIT 1)
+    (SELECT leased_until FROM durable_run WHERE status = 'running' AND NOT {lease_renewed} {bounds}
+     ORDER BY leased_until LIMIT 1),
+    (SELECT leased_until FROM durable_lease_renewal WHERE leased_until >= now() ORDER BY leased_until LIMIT 1)
 ) - now()
-"""
-
-# Renew the leases of held runs, carrying each one's cancel flag back; a lease never runs past its
-# attempt's timeout (counted from the attempt's start), so a run whose holder can no longer end it is
-# taken over soon after. A run locked by another transaction right now is reported busy (renewed next
-# time), one that is no longer this holder's as lost.
-HEARTBEAT = """
-WITH held AS (
-    SELECT * FROM unnest(%(run_ids)s::text[], %(tokens)s::int[], %(timeouts)s::float8[]) AS h(run_id, token, timeout)
-),
-mine AS (
-    SELECT r.run_id, held.timeout FROM durable_run r JOIN held ON r.run_id = held.run_id AND r.attempts = held.token
-    WHERE r.status = 'running'
-    FOR NO KEY UPDATE OF r SKIP LOCKED
-),
-renewed AS (
-    UPDATE durable_run r SET leased_until = least(now() + make_interval(secs => %(lease)s::float8),
-                                                  r.attempt_started_at + make_interval(secs => mine.timeout))
-    FROM mine WHERE r.run_id = mine.run_id
-    RETURNING r.run_id, r.attempts AS token, r.cancel_requested_at IS NOT NULL AND r.pivoted_at IS NULL AS cancel
-)
-SELECT held.run_id, held.token, renewed.run_id IS NOT NULL, coalesce(renewed.cancel, false),
-       EXISTS (SELECT 1 FROM durable_run r WHERE r.run_id = held.run_id AND r.attempts = held.token
-                                              AND r.status = 'running')
-FROM held LEFT JOIN renewed ON renewed.run_id = held.run_id AND renewed.token = held.token
-"""
+""".replace("{lease_renewed}", _LEASE_RENEWED)
 
 # Start a claimed run that waited for a slot: from here it is an attempt that ran.
 START = """
@@ -262,18 +263,8 @@ class Claimed:
     database_now: datetime
     # When it became claimable: due, woken, or its holder's lease expired.
     due_since: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class Renewal:
-    """What a heartbeat learned of one held run."""
-
-    # The lease was extended.
-    renewed: bool
-    # A cancel was requested (and no pivot step was journalled).
-    cancel_requested: bool
-    # The run is still this holder's (a run another transaction had locked is not renewed, yet still held).
-    held: bool
+    # When the attempt whose lease expired had started (None: not known, or it had not started).
+    previous_attempt_started_at: datetime | None = None
 
 
 def claim_filter(
@@ -347,21 +338,6 @@ def seconds_until_next_due(bounds: ClaimBounds) -> float | None:
 
 def _pairs(held: list[tuple[str, int]]) -> dict[str, Any]:
     return {"run_ids": [run_id for run_id, _ in held], "tokens": [token for _, token in held]}
-
-
-def heartbeat(
-    held: list[tuple[str, int]], lease_seconds: float, *, timeouts: list[float | None] | None = None
-) -> dict[tuple[str, int], Renewal]:
-    """Extend the leases of (run_id, token) pairs, each never past its attempt's timeout (seconds from
-    the attempt's start; None: no limit); one Renewal per pair."""
-    if not held:
-        return {}
-    with cursor() as cur:
-        cur.execute(HEARTBEAT, {"lease": lease_seconds, "timeouts": timeouts or [None] * len(held), **_pairs(held)})
-        return {
-            (run_id, token): Renewal(renewed, cancel, still_held)
-            for run_id, token, renewed, cancel, still_held in cur.fetchall()
-        }
 
 
 def start(run_id: str, token: int) -> bool | None:

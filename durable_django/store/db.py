@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 import psycopg
-from django.db import DatabaseError, InterfaceError, connections, transaction
+from django.db import DatabaseError, DataError, InterfaceError, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 from psycopg.adapt import AdaptersMap
@@ -205,6 +205,17 @@ def is_disconnect(exc: BaseException) -> bool:
     return sqlstate is None or sqlstate.startswith("08") or sqlstate in {"57P01", "57P02", "57P03"}
 
 
+def refuses_value(exc: BaseException) -> bool:
+    """The database, or the driver while encoding it, refused a value sent (its text, its size, its
+    range), rather than the connection or the transaction failing: the write of that value will never
+    succeed as it is."""
+    if isinstance(exc, DataError) or (isinstance(exc, ValueError) and not isinstance(exc, DatabaseError)):
+        return True  # UnicodeEncodeError (a lone surrogate) is a ValueError the driver raises before sending
+    cause = exc.__cause__ if isinstance(exc, DatabaseError) else exc
+    sqlstate = getattr(cause, "sqlstate", None) or ""
+    return sqlstate.startswith(("22", "54"))  # data exception; program limit exceeded (an oversized row)
+
+
 def in_transaction(work: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
     """Run ``work(*args, **kwargs)`` in a transaction of its own, again after a deadlock or serialization failure.
 
@@ -243,7 +254,7 @@ RUN_COLUMNS = (
     "idempotency_key, coalesce_key, parent_run_id, queue, priority, available_at, leased_until, "
     "created_at, updated_at, cancel_requested_at, cancel_refused_at, error_type, failures, recoveries, "
     "retry_policy::text, waiting_for, pivoted_at, started_at, finished_at, worker_id, attempt_started_at, "
-    "held_by, deadline, progress::text, trace_context::text"
+    "held_by, deadline, progress::text, trace_context::text, parked_at, forked_from::text"
 )
 RUN_COLUMN_COUNT = RUN_COLUMNS.count(",") + 1
 
@@ -288,6 +299,8 @@ def row_to_run(row: Row) -> Run:
         deadline,
         progress,
         trace_context,
+        parked_at,
+        forked_from,
     ) = row[:RUN_COLUMN_COUNT]
     return Run(
         run_id=run_id,
@@ -324,6 +337,8 @@ def row_to_run(row: Row) -> Run:
         deadline=deadline,
         progress=from_json(progress),
         trace_context=from_json(trace_context),
+        parked_at=parked_at,
+        forked_from=from_json(forked_from),
     )
 
 
@@ -334,13 +349,22 @@ def retry_policy_of(stored: str | None) -> RetryPolicy:
 
 
 SCHEDULE_COLUMNS = (
-    "schedule_id, name, cron, tz, input::text, next_fire_at, enabled, tenant_id::text, created_at, updated_at"
+    "schedule_id, name, cron, tz, input::text, next_fire_at, enabled, tenant_id::text, created_at, updated_at, "
+    "overlap, catchup_window, jitter, pause_on_failure, paused_reason, buffered_tick, last_fired_at"
 )
 
 
 def row_to_schedule(row: Row) -> Schedule:
     (schedule_id, name, cron, tz, input_, next_fire_at, enabled, tenant_id, created_at, updated_at) = row[:10]
+    (overlap, catchup_window, jitter, pause_on_failure, paused_reason, buffered_tick, last_fired_at) = row[10:17]
     return Schedule(
+        overlap=overlap,
+        catchup_window=catchup_window,
+        jitter=jitter,
+        pause_on_failure=pause_on_failure,
+        paused_reason=paused_reason,
+        buffered_tick=buffered_tick,
+        last_fired_at=last_fired_at,
         schedule_id=unscope(schedule_id),
         name=name,
         cron=cron,

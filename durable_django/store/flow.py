@@ -20,7 +20,8 @@ from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
-from ..limits import QUEUE_CONCURRENCY_PREFIX, configured_queue_limits, queue_concurrency_reason
+from ..flow_control import QUEUE_CONCURRENCY_PREFIX, configured_queue_limits, queue_concurrency_reason
+from ..states import RunStatus
 from .db import WAKE_CHANNEL, cursor
 
 # A rate's window is counted this much longer than declared: an attempt's handler starts a few
@@ -92,12 +93,14 @@ class SlotChange:
         keys = []
         if self.concurrency_key is not None and self._holds(self.before) and not self._holds(self.after):
             keys.append(self.concurrency_key)
-        if self.queue in concurrency_queues and self.before == "running" and self.after != "running":
+        if self.queue in concurrency_queues and self.before == RunStatus.RUNNING and self.after != RunStatus.RUNNING:
             keys.append(queue_concurrency_reason(self.queue))
         return keys
 
     def _holds(self, status: str) -> bool:
-        return status == "running" or (self.while_waiting and self.started and status in ("pending", "waiting"))
+        return status == RunStatus.RUNNING or (
+            self.while_waiting and self.started and status in (RunStatus.PENDING, RunStatus.WAITING)
+        )
 
 
 def admission_params() -> dict[str, Any]:

@@ -92,6 +92,9 @@ SELECT queue, count(*) FROM (
 # The server answers, and which it is.
 SERVER_VERSION = "SELECT current_setting('server_version')"
 
+# Parked runs (their last allowed attempt failed; they wait for an operator), through their partial index.
+PARKED = "SELECT count(*) FROM durable_run WHERE status = 'waiting' AND parked_at IS NOT NULL"
+
 # PostgreSQL's estimate of the runs in each (status, queue), from the extended statistics the migrations create
 # (empty until the table was first analyzed).
 ESTIMATED_BY_STATUS_AND_QUEUE = """
@@ -120,6 +123,13 @@ class PendingPair:
     def waited_seconds(self) -> float | None:
         """How long its oldest due run has waited to be claimed."""
         return None if self.due_since is None else max((self.now - self.due_since).total_seconds(), 0.0)
+
+
+def parked_runs() -> int:
+    with cursor() as cur:
+        cur.execute(PARKED)
+        count: int = cur.fetchone()[0]
+        return count
 
 
 def server_version() -> str:

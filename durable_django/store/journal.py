@@ -16,25 +16,40 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 
 from ..exceptions import LeaseLost
-from ..values import json_text
+from ..storable import json_text
 from .db import connection, cursor, cursor_on, fetch_one, from_json
 
 # Every journal entry of some runs.
 SELECT_JOURNAL = "SELECT run_id, step_id, result::text FROM durable_step WHERE run_id = ANY(%s)"
 
+# An entry's id (``s.step_id``) for version %(version)s: the text after the version prefix kept.
+REKEYED_STEP_ID = "'v' || %(version)s::int || substr(s.step_id, strpos(s.step_id, ':'))"
+
+# Re-key a run's journal to another version (a resume on it); an entry that version wrote already (an
+# earlier stint on it) keeps its own value.
+REKEY_JOURNAL = f"""
+UPDATE durable_step s SET step_id = {REKEYED_STEP_ID}
+WHERE s.run_id = %(run_id)s AND s.step_id <> {REKEYED_STEP_ID}
+  AND NOT EXISTS (SELECT FROM durable_step t WHERE t.run_id = s.run_id AND t.step_id = {REKEYED_STEP_ID})
+"""
+
 # One journal entry.
 SELECT_STEP = "SELECT result::text FROM durable_step WHERE run_id = %s AND step_id = %s"
 
+# When a step's fn started and how long it ran, from its duration in seconds (its value is journalled as
+# soon as fn returns, so it started that long before this statement, by the database's clock).
+_TIMED = "now() - make_interval(secs => %(duration)s::float8), make_interval(secs => %(duration)s::float8)"
+
 # Journal a step under the fence (first committed value wins); a pivot step also marks the run.
-RECORD_STEP = """
+RECORD_STEP = f"""
 WITH fence AS (
     SELECT run_id, tenant_id, cancel_requested_at IS NOT NULL AND pivoted_at IS NULL AS cancel
     FROM durable_run
     WHERE run_id = %(run_id)s AND attempts = %(token)s AND status = 'running'
     FOR SHARE
 ), inserted AS (
-    INSERT INTO durable_step (run_id, step_id, result, tenant_id, created_at)
-    SELECT run_id, %(step_id)s, %(result)s::jsonb, tenant_id, now() FROM fence
+    INSERT INTO durable_step (run_id, step_id, result, tenant_id, created_at, started_at, duration)
+    SELECT run_id, %(step_id)s, %(result)s::jsonb, tenant_id, now(), {_TIMED} FROM fence
     ON CONFLICT (run_id, step_id) DO NOTHING
     RETURNING result
 ), pivot AS (
@@ -50,9 +65,9 @@ SELECT (SELECT cancel FROM fence), (SELECT result::text FROM inserted), (SELECT 
 # Journal a step (not a pivot) under the fence in one statement: a row when this statement stored it
 # (the value as stored, and the run's cancel flag), none when the fence refused it or an entry was
 # there already (RECORD_STEP then tells which).
-RECORD_STEP_ALONE = """
-INSERT INTO durable_step (run_id, step_id, result, tenant_id, created_at)
-SELECT run_id, %(step_id)s, %(result)s::jsonb, tenant_id, now() FROM durable_run
+RECORD_STEP_ALONE = f"""
+INSERT INTO durable_step (run_id, step_id, result, tenant_id, created_at, started_at, duration)
+SELECT run_id, %(step_id)s, %(result)s::jsonb, tenant_id, now(), {_TIMED} FROM durable_run
 WHERE run_id = %(run_id)s AND attempts = %(token)s AND status = 'running'
 FOR SHARE
 ON CONFLICT (run_id, step_id) DO NOTHING
@@ -65,16 +80,18 @@ RETURNING result::text,
 # store (locked, fenced off, or there already) gets no value, and RECORD_STEP decides it alone.
 RECORD_STEPS = """
 WITH given AS (
-    SELECT * FROM unnest(%(run_ids)s::text[], %(tokens)s::int[], %(step_ids)s::text[], %(results)s::text[])
-        WITH ORDINALITY AS g(run_id, token, step_id, result, n)
+    SELECT * FROM unnest(%(run_ids)s::text[], %(tokens)s::int[], %(step_ids)s::text[], %(results)s::text[],
+                         %(durations)s::float8[])
+        WITH ORDINALITY AS g(run_id, token, step_id, result, duration, n)
 ), fence AS (
     SELECT r.run_id, r.attempts, r.tenant_id, r.cancel_requested_at IS NOT NULL AND r.pivoted_at IS NULL AS cancel
     FROM durable_run r
     WHERE (r.run_id, r.attempts) IN (SELECT run_id, token FROM given) AND r.status = 'running'
     FOR SHARE OF r SKIP LOCKED
 ), inserted AS (
-    INSERT INTO durable_step (run_id, step_id, result, tenant_id, created_at)
-    SELECT given.run_id, given.step_id, given.result::jsonb, fence.tenant_id, now()
+    INSERT INTO durable_step (run_id, step_id, result, tenant_id, created_at, started_at, duration)
+    SELECT given.run_id, given.step_id, given.result::jsonb, fence.tenant_id, now(),
+           now() - make_interval(secs => given.duration), make_interval(secs => given.duration)
     FROM given JOIN fence ON fence.run_id = given.run_id AND fence.attempts = given.token
     ORDER BY given.n
     ON CONFLICT (run_id, step_id) DO NOTHING
@@ -126,8 +143,10 @@ def stored_step(cur: CursorWrapper, run_id: str, step_id: str) -> tuple[Any] | N
     return None if row is None else (from_json(row[0]),)
 
 
-def record_step(run_id: str, token: int, step_id: str, result_json: str, *, pivot: bool) -> Recorded:
-    """Journal a step; returns the stored value (ours, or an earlier writer's)."""
+def record_step(
+    run_id: str, token: int, step_id: str, result_json: str, *, pivot: bool, duration: float | None = None
+) -> Recorded:
+    """Journal a step whose fn ran ``duration`` seconds; returns the stored value (ours, or an earlier writer's)."""
     with cursor() as cur:
         cur.execute(
             RECORD_STEP,
@@ -137,6 +156,7 @@ def record_step(run_id: str, token: int, step_id: str, result_json: str, *, pivo
                 "step_id": step_id,
                 "result": result_json,
                 "pivot": pivot,
+                "duration": duration,
             },
         )
         cancel, inserted, pivoted = cur.fetchone()
@@ -157,6 +177,8 @@ class StepWrite:
     token: int
     step_id: str
     result_json: str
+    # How long its fn ran, in seconds.
+    duration: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +203,13 @@ def record_steps(writes: list[StepWrite], conn: BaseDatabaseWrapper | None = Non
         [write] = writes
         row = fetch_one(
             RECORD_STEP_ALONE,
-            {"run_id": write.run_id, "token": write.token, "step_id": write.step_id, "result": write.result_json},
+            {
+                "run_id": write.run_id,
+                "token": write.token,
+                "step_id": write.step_id,
+                "result": write.result_json,
+                "duration": write.duration,
+            },
             conn,
         )
         return [_NOT_STORED if row is None else StepWritten(row[0], bool(row[1]))]
@@ -193,6 +221,7 @@ def record_steps(writes: list[StepWrite], conn: BaseDatabaseWrapper | None = Non
                 "tokens": [write.token for write in writes],
                 "step_ids": [write.step_id for write in writes],
                 "results": [write.result_json for write in writes],
+                "durations": [write.duration for write in writes],
             },
         )
         return [StepWritten(stored, bool(cancel)) for stored, cancel in cur.fetchall()]

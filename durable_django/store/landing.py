@@ -23,8 +23,9 @@ from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
+from ..flow_control import QUEUE_CONCURRENCY_PREFIX, configured_queue_limits
 from ..journal_ids import WaitingFor
-from ..limits import QUEUE_CONCURRENCY_PREFIX, configured_queue_limits
+from ..states import RunStatus
 from . import flow
 from .db import DONE_CHANNEL, WAKE_CHANNEL, cursor, in_transaction
 
@@ -94,10 +95,12 @@ WITH landed AS (
 
 _FAIL_STATUS = """CASE
     WHEN cancel_requested_at IS NOT NULL AND pivoted_at IS NULL THEN 'cancelled'
+    WHEN %(final)s AND %(park)s THEN 'waiting'
     WHEN %(final)s THEN 'failed'
     ELSE 'pending' END"""
 
-# Record a failed attempt: retry after a delay, or land failed (cancelled if a cancel was requested).
+# Record a failed attempt: retry after a delay, or land failed (cancelled if a cancel was requested), or,
+# with park, wait for an operator (holding no worker, its error kept) instead of failing.
 FAIL = f"""
 WITH landed AS (
     UPDATE durable_run SET
@@ -105,7 +108,9 @@ WITH landed AS (
         status = {_FAIL_STATUS},
         available_at = CASE WHEN {_FAIL_STATUS} = 'pending'
                             THEN now() + make_interval(secs => %(delay)s::float8) END,
-        finished_at = CASE WHEN {_FAIL_STATUS} = 'pending' THEN NULL ELSE now() END,
+        finished_at = CASE WHEN {_FAIL_STATUS} IN ('pending', 'waiting') THEN NULL ELSE now() END,
+        parked_at = CASE WHEN {_FAIL_STATUS} = 'waiting' THEN now() END,
+        waiting_for = CASE WHEN {_FAIL_STATUS} = 'waiting' THEN '{WaitingFor.OPERATOR}' END,
         error = %(error)s, error_type = %(error_type)s, leased_until = NULL, updated_at = now()
     WHERE {_FENCE}
     RETURNING *
@@ -306,9 +311,15 @@ def fail(
     final: bool,
     delay: float,
     counts_as_failure: bool = True,
+    park: bool = False,
 ) -> str | None:
-    """Record a failed attempt; returns the run's new status, or None if the fence refused it."""
+    """Record a failed attempt; returns the run's new status, or None if the fence refused it.
+
+    Args:
+        park: a final failure parks the run (status ``waiting``, waiting for an operator) instead.
+    """
     params = {
+        "park": park,
         "run_id": run_id,
         "token": token,
         "error": error,
@@ -355,14 +366,21 @@ def land(
         cur.execute(statement, params)
         rows = cur.fetchall()
         landed = {run_id: status for run_id, status, *_ in rows}
-        ended = [run_id for run_id, status in landed.items() if status in ("succeeded", "failed", "cancelled")]
+        ended_states = ("succeeded", "failed", "cancelled")
+        ended = [run_id for run_id, status in landed.items() if status in ended_states]
         if parent_run_id is not None and ended:
             _wake_parent(cur, parent_run_id, ended)
         changes = [
             flow.SlotChange(key, while_waiting, started, queue, before, status)
             for _, status, _, key, while_waiting, started, queue, *_ in rows
         ]
-        cascade_from = [run_id for run_id, status, has_children, *_ in rows if has_children and status != "pending"]
+        # A run that ended, or whose cancel was requested (still running), cascades its cancel to its descendants;
+        # one retried (pending) or parked (waiting for an operator) keeps them.
+        cascade_from = [
+            run_id
+            for run_id, status, has_children, *_ in rows
+            if has_children and status not in (RunStatus.PENDING, RunStatus.WAITING)
+        ]
         if cascade_from:
             changes += _cascade(cur, cascade_from)
         # Last, after every row lock it needs: slots freed release the runs their limits held back.

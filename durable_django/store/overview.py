@@ -39,13 +39,21 @@ SELECT count(*) FROM (
 ) landed
 """
 
-# The oldest pending run no limit holds: one probe of the claim index (priority, created_at) per priority.
+# Parked runs (their retries ran out; they wait for an operator), counted up to the cap through their partial index.
+PARKED = """
+SELECT count(*) FROM (
+    SELECT 1 FROM durable_run WHERE status = 'waiting' AND parked_at IS NOT NULL LIMIT %(cap)s) parked
+"""
+
+# The oldest pending run that is due and no limit holds: one probe of the claim index (priority, created_at)
+# per priority, reading past the runs not due yet (a delay or a retry's backoff) as the claim does.
 OLDEST_PENDING = """
 SELECT oldest.run_id, oldest.created_at, now()
 FROM generate_series(%(min_priority)s::int, %(max_priority)s::int) AS p(priority)
 CROSS JOIN LATERAL (
     SELECT run_id, created_at FROM durable_run
     WHERE status = 'pending' AND held_by IS NULL AND priority = p.priority
+      AND (available_at IS NULL OR available_at <= now())
     ORDER BY created_at
     LIMIT 1
 ) oldest
@@ -95,6 +103,8 @@ class Overview:
     landed_capped: bool
     oldest_pending_run_id: str | None
     oldest_pending_created_at: datetime | None
+    # Runs parked for an operator (at most the cap).
+    parked: int = 0
 
     @property
     def oldest_pending_age(self) -> timedelta | None:
@@ -123,6 +133,8 @@ def overview(*, cap: int = OVERVIEW_CAP, using: str | None = None) -> Overview:
             day[status] = in_day
         cur.execute(LANDED_LAST_HOUR, {"terminal": list(TERMINAL), "cap": cap})
         landed = cur.fetchone()[0]
+        cur.execute(PARKED, {"cap": cap})
+        parked = cur.fetchone()[0]
         cur.execute(OLDEST_PENDING, {"min_priority": MIN_PRIORITY, "max_priority": MAX_PRIORITY})
         row = cur.fetchone()
         if row is None:
@@ -147,6 +159,7 @@ def overview(*, cap: int = OVERVIEW_CAP, using: str | None = None) -> Overview:
         landed_capped=landed >= cap,
         oldest_pending_run_id=row[0],
         oldest_pending_created_at=row[1],
+        parked=parked,
     )
 
 

@@ -87,10 +87,6 @@ class EnginePool:
         explicitly (``db.fetch_one(..., conn)``), which then skips two swaps of Django's connections."""
         return _Borrow(self, False, install=False)
 
-    def holds(self) -> bool:
-        """Whether the calling thread holds one of the pool's connections now."""
-        return getattr(self._held, "depth", 0) > 0
-
     def _acquire(self, first: bool) -> BaseDatabaseWrapper:
         with self._lock:
             if self._idle:  # nobody waits while one is idle: a connection coming back goes to a waiter

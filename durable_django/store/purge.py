@@ -1,4 +1,4 @@
-"""Retention: delete whole finished trees, their steps and signals, in bounded batches.
+"""Retention: delete whole finished trees, their steps, signals, events and streams, in bounded batches.
 
 A batch first locks the members of candidate trees (skipping rows another
 transaction holds: that tree waits for a later purge), then deletes in a
@@ -71,10 +71,17 @@ SELECT (SELECT coalesce(array_agg(run_id), '{}') FROM (
        (SELECT run_id FROM candidates ORDER BY updated_at DESC, run_id DESC LIMIT 1)
 """
 
-# Delete locked finished trees with their journal and signals (a statement after the locks).
+# Delete locked finished trees with their journal, signals, attempts, events and streams, schedule records
+# and divergence notes (a statement after the locks).
 DELETE_RUNS = """
 WITH steps AS (DELETE FROM durable_step WHERE run_id = ANY(%(run_ids)s::text[])),
 signals AS (DELETE FROM durable_signal WHERE run_id = ANY(%(run_ids)s::text[])),
+events AS (DELETE FROM durable_event WHERE run_id = ANY(%(run_ids)s::text[])),
+streams AS (DELETE FROM durable_stream WHERE run_id = ANY(%(run_ids)s::text[])),
+items AS (DELETE FROM durable_stream_item WHERE run_id = ANY(%(run_ids)s::text[])),
+attempts AS (DELETE FROM durable_attempt WHERE run_id = ANY(%(run_ids)s::text[])),
+schedule_runs AS (DELETE FROM durable_schedule_run WHERE run_id = ANY(%(run_ids)s::text[])),
+divergences AS (DELETE FROM durable_replay_divergence WHERE run_id = ANY(%(run_ids)s::text[])),
 deleted AS (DELETE FROM durable_run WHERE run_id = ANY(%(run_ids)s::text[]) RETURNING 1)
 SELECT count(*) FROM deleted
 """

@@ -11,12 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..flow_control import QUEUE_CONCURRENCY_PREFIX
 from ..journal_ids import WaitingFor
 from . import flow
 from .db import WAKE_CHANNEL, cursor
+from .forks import lineage
 from .landing import CHILDREN_WAIT_OVER, LOCK_RUN
+from .leases import LIVE_RENEWAL
 
 _TERMINAL = "('succeeded', 'failed', 'cancelled')"
+# Its holder renewed its lease beside the row while a client transaction had the row locked: not expired.
+_LEASE_RENEWED = LIVE_RENEWAL.format(run="durable_run")
 _LIVE = "('pending', 'running', 'waiting')"
 _CHILD_ID = f"substr(w.waiting_for, {len(WaitingFor.CHILD_PREFIX) + 1})"
 _CHILDREN_WAIT = "w.waiting_for IN (" + ", ".join(f"'{wait}'" for wait in WaitingFor.children_waits()) + ")"
@@ -29,7 +34,7 @@ TRY_LOCK = "SELECT pg_try_advisory_xact_lock(hashtext('durable_django.reconcile'
 _WAITING_FACTS = f"""
 SELECT w.run_id, w.waiting_for, w.available_at IS NOT NULL,
        (SELECT c.status IN {_TERMINAL} FROM durable_run c
-        WHERE c.run_id = {_CHILD_ID} AND c.parent_run_id = w.run_id),
+        WHERE c.run_id = {_CHILD_ID} AND c.parent_run_id IN {lineage("w.run_id")}),
        EXISTS (SELECT 1 FROM durable_signal s
                WHERE s.run_id = w.run_id AND w.waiting_for = 'signal:' || s.signal || ':' || s.occurrence),
        CASE WHEN {_CHILDREN_WAIT} THEN {CHILDREN_WAIT_OVER} END,
@@ -70,10 +75,10 @@ ORDER BY chunk.parent_run_id, chunk.run_id
 """
 
 # Runs still running long after their lease expired that no reclaim may run again.
-EXPIRED = """
+EXPIRED = f"""
 SELECT run_id, attempts, parent_run_id, recoveries FROM durable_run
 WHERE status = 'running' AND leased_until < now() - make_interval(secs => %(grace)s::float8)
-  AND recoveries >= %(max_recoveries)s
+  AND recoveries >= %(max_recoveries)s AND NOT {_LEASE_RENEWED}
 ORDER BY leased_until
 LIMIT %(limit)s
 """
@@ -140,7 +145,7 @@ WHERE w.status = 'waiting' AND (
         WHERE c.parent_run_id = w.run_id AND c.awaited_token = w.attempts AND c.status IN {_LIVE}))))
     OR w.waiting_for IS NULL
     OR NOT (w.waiting_for = 'sleep' OR w.waiting_for LIKE 'signal:%%' OR w.waiting_for LIKE 'child:%%'
-            OR {_CHILDREN_WAIT})
+            OR {_CHILDREN_WAIT} OR w.waiting_for = '{WaitingFor.OPERATOR}')
     OR (w.available_at IS NULL AND (w.waiting_for = 'sleep' OR (w.waiting_for LIKE 'child:%%' AND NOT EXISTS (
         SELECT 1 FROM durable_run c WHERE c.run_id = {_CHILD_ID} AND c.parent_run_id = w.run_id))))
 )
@@ -157,9 +162,9 @@ LIMIT %(limit)s
 """
 
 # Runs still running long after their lease expired (a live worker would have reclaimed them).
-LONG_EXPIRED = """
+LONG_EXPIRED = f"""
 SELECT run_id FROM durable_run
-WHERE status = 'running' AND leased_until < now() - make_interval(secs => %(grace)s::float8)
+WHERE status = 'running' AND leased_until < now() - make_interval(secs => %(grace)s::float8) AND NOT {_LEASE_RENEWED}
 ORDER BY leased_until
 LIMIT %(limit)s
 """
@@ -243,22 +248,53 @@ def held_keys(after: str, limit: int) -> list[tuple[str, int | None, bool]]:
 def release_if_room(key: str, *, limit: int | None) -> int:
     """Release as many runs ``key`` holds as its limit has room for now (all when it has no limit any more).
 
-    The count is read before the release takes the key's lock: a release too many only makes a run
-    claimable, and its claim's admission decides again under the lock.
+    A slot is taken by a run under the key, and also by a due run of the key that nothing holds: a freed
+    slot released it, or it is new, and the first claim that reaches it decides under the key's lock (a
+    backlog of older runs can keep every worker busy for seconds before one does). The counts are read
+    before the release takes the key's lock: a release too many only makes a run claimable, and its
+    claim's admission decides again under the lock.
 
     Returns:
         How many runs were released.
     """
-    running = flow.key_state(key).running
-    room = HELD_ALL if limit is None else limit - running
+    if limit is None:
+        room = HELD_ALL
+    else:
+        room = limit - flow.key_state(key).running
+        if room > 0:
+            room -= _due_unheld(key, cap=room)
     if room <= 0:
         return 0
     with cursor() as cur:
         return flow.release_held(cur, {key: room})
 
 
+def _due_unheld(key: str, *, cap: int) -> int:
+    """How many due runs ``key`` applies to that nothing holds (at most ``cap``)."""
+    if key.startswith(QUEUE_CONCURRENCY_PREFIX):
+        query, subject = _DUE_UNHELD_IN_QUEUE, key[len(QUEUE_CONCURRENCY_PREFIX) :]
+    else:
+        query, subject = _DUE_UNHELD_OF_FUNCTION_KEY, key
+    with cursor() as cur:
+        cur.execute(query, {"key": subject, "cap": cap})
+        due: int = cur.fetchone()[0]
+    return due
+
+
 # Release every run a key holds when the key has no limit any more: more than any one key holds.
 HELD_ALL = 1_000_000
+
+# Due runs a concurrency key applies to that nothing holds, up to ``cap``: the next claim that reaches them
+# admits them into its free slots. {applies}: the function key's runs (its due-runs index), or the queue's.
+_DUE_UNHELD = """
+SELECT count(*) FROM (
+    SELECT 1 FROM durable_run
+    WHERE status = 'pending' AND held_by IS NULL AND (available_at IS NULL OR available_at <= now()) AND {applies}
+    LIMIT %(cap)s
+) due
+"""
+_DUE_UNHELD_OF_FUNCTION_KEY = _DUE_UNHELD.format(applies="concurrency_key = %(key)s")
+_DUE_UNHELD_IN_QUEUE = _DUE_UNHELD.format(applies="queue = %(key)s")
 
 
 def delete_expired_starts(limit: int) -> int:

@@ -15,9 +15,9 @@ import psycopg
 from django.db import IntegrityError
 
 from ..exceptions import InvalidInput
-from ..states import COALESCE_CONSTRAINT
+from ..states import COALESCE_CONSTRAINT, TERMINAL_STATUSES
+from ..storable import instant, name, shown
 from ..types import Run
-from ..values import text
 from .cancellation import lock_parent_of
 from .db import (
     RUN_COLUMN_COUNT,
@@ -28,6 +28,7 @@ from .db import (
     in_transaction,
     row_to_run,
 )
+from .journal import REKEY_JOURNAL
 
 # The run an idempotency key already names.
 SELECT_BY_IDEMPOTENCY_KEY = f"SELECT {RUN_COLUMNS} FROM durable_run WHERE idempotency_key = %s"
@@ -46,11 +47,8 @@ SELECT {RUN_COLUMNS} FROM durable_run
 WHERE run_id = %(run_id)s AND (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tenant_id)s::uuid)
 """
 
-# Several runs by id.
+# Several runs by id (a bulk batch's, the runs a cancel ended).
 SELECT_RUNS = f"SELECT {RUN_COLUMNS} FROM durable_run WHERE run_id = ANY(%s)"
-
-# Is child_run_id a direct child of run_id?
-SELECT_IS_CHILD = "SELECT EXISTS (SELECT 1 FROM durable_run WHERE run_id = %s AND parent_run_id = %s)"
 
 # Newest first, keyset after (created_at, run_id).
 LIST_RUNS = f"""
@@ -64,19 +62,33 @@ LIMIT %(limit)s
 """
 
 
+# The same, of the runs whose input contains a JSON document (through the input's GIN index).
+LIST_RUNS_BY_INPUT = f"""
+SELECT {RUN_COLUMNS} FROM durable_run
+WHERE input @> %(input_contains)s::jsonb
+  AND (%(status)s::text IS NULL OR status = %(status)s)
+  AND (%(name)s::text IS NULL OR name = %(name)s)
+  AND (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tenant_id)s::uuid)
+  AND (%(after_created)s::timestamptz IS NULL OR (created_at, run_id) < (%(after_created)s, %(after_run)s))
+ORDER BY created_at DESC, run_id DESC
+LIMIT %(limit)s
+"""
+
 # A parent's status, read after its lock was taken (a statement of its own).
 SELECT_STATUS = "SELECT status FROM durable_run WHERE run_id = %s"
 
-# resume(): a failed or cancelled run goes back to pending with its journal and a fresh budget.
+# resume(): a failed or cancelled run, or a parked one, goes back to pending with its journal and a fresh budget.
 RESUME = f"""
 WITH resumed AS (
-    UPDATE durable_run SET status = 'pending', failures = 0, recoveries = 0, available_at = NULL,
+    UPDATE durable_run SET status = 'pending', version = coalesce(%(version)s::int, version),
+        failures = 0, recoveries = 0, available_at = NULL,
         leased_until = NULL, finished_at = NULL, waiting_for = NULL, error = NULL, error_type = NULL, deadline = NULL,
-        -- A run whose concurrency counts while it waits holds its slot once started: resumed, it is
-        -- admitted again first.
-        started_at = CASE WHEN concurrency_while_waiting THEN NULL ELSE started_at END,
+        parked_at = NULL,
+        -- A run whose concurrency counts while it waits holds its slot once started: resumed from an end,
+        -- it is admitted again first (a parked run still holds it, as a waiting one does).
+        started_at = CASE WHEN concurrency_while_waiting AND status <> 'waiting' THEN NULL ELSE started_at END,
         cancel_requested_at = NULL, cancel_refused_at = NULL, updated_at = now()
-    WHERE run_id = %(run_id)s AND status IN ('failed', 'cancelled')
+    WHERE run_id = %(run_id)s AND (status IN ('failed', 'cancelled') OR (status = 'waiting' AND parked_at IS NOT NULL))
     RETURNING *
 )
 SELECT {RUN_COLUMNS}, (SELECT count(*) FROM (SELECT pg_notify('{WAKE_CHANNEL}', queue) FROM resumed) n)
@@ -112,23 +124,17 @@ def get_run(run_id: str, tenant_id: str | None = None) -> Run | None:
     return row_to_run(row) if row else None
 
 
-def get_run_committed(session: psycopg.Connection[Any], run_id: str, tenant_id: str | None = None) -> Run | None:
-    """The run as committed, read on a session of its own (``listening``'s), outside any caller's transaction."""
-    row = session.execute(SELECT_RUN, {"run_id": run_id, "tenant_id": tenant_id}).fetchone()
-    return row_to_run(row) if row else None
-
-
 def get_runs(run_ids: list[str]) -> dict[str, Run]:
+    """The runs of ``run_ids`` that exist, by id."""
     with cursor() as cur:
         cur.execute(SELECT_RUNS, [list(run_ids)])
         return {run.run_id: run for run in map(row_to_run, cur.fetchall())}
 
 
-def is_direct_child(parent_run_id: str, child_run_id: str) -> bool:
-    with cursor() as cur:
-        cur.execute(SELECT_IS_CHILD, [child_run_id, parent_run_id])
-        is_child: bool = cur.fetchone()[0]
-        return is_child
+def get_run_committed(session: psycopg.Connection[Any], run_id: str, tenant_id: str | None = None) -> Run | None:
+    """The run as committed, read on a session of its own (``listening``'s), outside any caller's transaction."""
+    row = session.execute(SELECT_RUN, {"run_id": run_id, "tenant_id": tenant_id}).fetchone()
+    return row_to_run(row) if row else None
 
 
 def encode_cursor(created_at: datetime, run_id: str) -> str:
@@ -136,13 +142,22 @@ def encode_cursor(created_at: datetime, run_id: str) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_cursor(token: str) -> tuple[datetime, str]:
+def decode_cursor(token: object) -> tuple[datetime, str]:
+    """The (created_at, run_id) a cursor of encode_cursor() holds.
+
+    Raises:
+        InvalidInput: not such a cursor: a forged one may hold anything (deep JSON, lone surrogates, a
+            naive or far-off datetime), and none of it may reach a statement.
+    """
     try:
-        padded = token + "=" * (-len(token) % 4)
+        text_token = name(token, what="a cursor")
+        padded = text_token + "=" * (-len(text_token) % 4)
         created, run_id = json.loads(base64.urlsafe_b64decode(padded.encode()))
-        return datetime.fromisoformat(created), text(str(run_id), what="a cursor's run id")
-    except (ValueError, TypeError, AttributeError, InvalidInput) as exc:
-        raise InvalidInput(f"invalid cursor {token!r}") from exc
+        after = instant(datetime.fromisoformat(created), what="a cursor's instant")
+        assert after is not None  # fromisoformat() never returns None
+        return after, name(run_id, what="a cursor's run id")
+    except (ValueError, TypeError, AttributeError, RecursionError, InvalidInput) as exc:
+        raise InvalidInput(f"invalid cursor {shown(token)}") from exc
 
 
 def list_runs(
@@ -152,12 +167,15 @@ def list_runs(
     tenant_id: str | None,
     limit: int,
     after: tuple[datetime, str] | None,
+    input_contains: str | None = None,
 ) -> tuple[list[Run], str | None]:
+    """A page of runs, newest first; ``input_contains``: only runs whose input contains this JSON text."""
     after_created, after_run = after or (None, None)
     with cursor() as cur:
         cur.execute(
-            LIST_RUNS,
+            LIST_RUNS if input_contains is None else LIST_RUNS_BY_INPUT,
             {
+                "input_contains": input_contains,
                 "status": status,
                 "name": name,
                 "tenant_id": tenant_id,
@@ -173,14 +191,15 @@ def list_runs(
     return runs, next_cursor
 
 
-def resume(run_id: str, tenant_id: str | None) -> Run | None:
-    """Resume a failed or cancelled run; None if no such run is visible or it is not resumable.
+def resume(run_id: str, tenant_id: str | None, *, version: int | None = None) -> Run | None:
+    """Resume a failed, cancelled or parked run (on ``version``, its journal re-keyed to it, when given); None if no
+    such run is visible or it is not resumable.
 
     Raises:
         InvalidInput: the run's parent has finished, so nothing would ever wait for it again; or it was
             never claimed and another unclaimed run took its coalesce key meanwhile.
     """
-    params = {"run_id": run_id, "tenant_id": tenant_id}
+    params = {"run_id": run_id, "tenant_id": tenant_id, "version": version}
 
     def work() -> Run | None:
         with cursor() as cur:
@@ -190,7 +209,7 @@ def resume(run_id: str, tenant_id: str | None) -> Run | None:
             if parent_run_id is not None:
                 cur.execute(SELECT_STATUS, [parent_run_id])
                 parent = cur.fetchone()
-                if parent is None or parent[0] in ("succeeded", "failed", "cancelled"):
+                if parent is None or parent[0] in TERMINAL_STATUSES:
                     raise InvalidInput(
                         f"run {run_id} is a child of run {parent_run_id}, which has finished: resume the parent, "
                         "or retry this run as a new run",
@@ -207,6 +226,8 @@ def resume(run_id: str, tenant_id: str | None) -> Run | None:
                     run_id=run_id,
                 ) from None
             row = cur.fetchone()
+            if row is not None and version is not None:
+                cur.execute(REKEY_JOURNAL, {"run_id": run_id, "version": version})
         return row_to_run(row) if row else None
 
     return in_transaction(work)

@@ -17,6 +17,7 @@ from django.db import DatabaseError, transaction
 
 from ..types import Run, Schedule
 from .db import SCHEDULE_COLUMNS, connection, cursor, row_to_schedule
+from .schedule_runs import NO_LIVE_RUN
 
 # How far a schedule that is itself bad (its fire failed for a reason other than the database:
 # a corrupt cron or zone, an enqueue refused) is pushed back, so it leaves the head of the due
@@ -29,10 +30,18 @@ FIRE_FAILURE_BACKOFF = timedelta(hours=1)
 # (settings sync) an operator's disable survives: enabled only ever goes down.
 UPSERT = f"""
 INSERT INTO durable_schedule AS s (
-    schedule_id, name, cron, tz, input, next_fire_at, enabled, tenant_id, source, created_at, updated_at)
+    schedule_id, name, cron, tz, input, next_fire_at, enabled, tenant_id, source, created_at, updated_at,
+    overlap, catchup_window, jitter, pause_on_failure)
 VALUES (%(schedule_id)s, %(name)s, %(cron)s, %(tz)s, %(input)s::jsonb, %(next_fire_at)s, %(enabled)s,
-        %(tenant_id)s, %(source)s, now(), now())
+        %(tenant_id)s, %(source)s, now(), now(),
+        %(overlap)s, %(catchup_window)s, %(jitter)s, %(pause_on_failure)s)
 ON CONFLICT (schedule_id) DO UPDATE SET
+    overlap = EXCLUDED.overlap,
+    catchup_window = EXCLUDED.catchup_window,
+    jitter = EXCLUDED.jitter,
+    pause_on_failure = EXCLUDED.pause_on_failure,
+    paused_reason = CASE WHEN NOT s.enabled AND EXCLUDED.enabled AND NOT %(keep_disabled)s THEN NULL
+                         ELSE s.paused_reason END,
     name = EXCLUDED.name,
     input = EXCLUDED.input,
     source = EXCLUDED.source,
@@ -51,9 +60,11 @@ RETURNING {SCHEDULE_COLUMNS}
 # Insert one schedule unless its id is taken.
 INSERT = f"""
 INSERT INTO durable_schedule (
-    schedule_id, name, cron, tz, input, next_fire_at, enabled, tenant_id, source, created_at, updated_at)
+    schedule_id, name, cron, tz, input, next_fire_at, enabled, tenant_id, source, created_at, updated_at,
+    overlap, catchup_window, jitter, pause_on_failure)
 VALUES (%(schedule_id)s, %(name)s, %(cron)s, %(tz)s, %(input)s::jsonb, %(next_fire_at)s, %(enabled)s,
-        %(tenant_id)s, %(source)s, now(), now())
+        %(tenant_id)s, %(source)s, now(), now(),
+        %(overlap)s, %(catchup_window)s, %(jitter)s, %(pause_on_failure)s)
 ON CONFLICT (schedule_id) DO NOTHING
 RETURNING {SCHEDULE_COLUMNS}
 """
@@ -77,9 +88,11 @@ WHERE (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tenant_id)s::uuid)
 ORDER BY schedule_id
 """
 
-# Enable or disable; re-enabling a schedule whose tick passed while it was disabled moves it to the next tick.
+# Enable or disable; re-enabling a schedule whose tick passed while it was disabled moves it to the next tick,
+# and forgets why it paused itself.
 SET_ENABLED = f"""
 UPDATE durable_schedule SET
+    paused_reason = CASE WHEN %(enabled)s THEN NULL ELSE paused_reason END,
     next_fire_at = CASE WHEN %(enabled)s AND NOT enabled AND next_fire_at <= now()
                              AND %(fresh)s::timestamptz IS NOT NULL
                         THEN %(fresh)s::timestamptz ELSE next_fire_at END,
@@ -94,11 +107,14 @@ _BOUNDS = """
   AND (%(tenant_id)s::uuid IS NULL OR tenant_id = %(tenant_id)s::uuid)
 """
 
+# A buffered tick is due once the schedule has no live run.
+_BUFFERED_DUE = f"(buffered_tick IS NOT NULL AND {NO_LIVE_RUN})"
+
 # Due enabled schedules of functions this scheduler can run, oldest tick first, skipping rows
 # another scheduler holds (it is firing them right now) and those the caller asks to skip.
 CLAIM_DUE = f"""
-SELECT {SCHEDULE_COLUMNS}, schedule_id, now() FROM durable_schedule
-WHERE enabled AND next_fire_at <= now() {_BOUNDS}
+SELECT {SCHEDULE_COLUMNS}, schedule_id, now() FROM durable_schedule s
+WHERE enabled AND (next_fire_at <= now() OR {_BUFFERED_DUE}) {_BOUNDS}
   AND NOT (schedule_id = ANY(%(skip)s::text[]))
 ORDER BY next_fire_at
 LIMIT %(limit)s
@@ -119,7 +135,8 @@ MARK_FIRED = "UPDATE durable_schedule SET last_fired_at = now() WHERE schedule_i
 
 # Seconds until the next tick this scheduler could fire (negative when one is overdue).
 NEXT_DUE = f"""
-SELECT extract(epoch FROM min(next_fire_at) - now())::float8 FROM durable_schedule
+SELECT extract(epoch FROM min(CASE WHEN {_BUFFERED_DUE} THEN now() ELSE next_fire_at END) - now())::float8
+FROM durable_schedule s
 WHERE enabled {_BOUNDS}
 """
 
@@ -127,8 +144,18 @@ SELECT_NOW = "SELECT now()"
 
 
 @dataclass(frozen=True, slots=True)
+class TickFire:
+    """One tick a fire handled: the run it made, or None when the overlap policy (or an earlier fire) made none."""
+
+    tick: datetime
+    run: Run | None
+    # What the overlap policy did with it: "fired", "skipped", "buffered" or "existed" (an earlier fire made it).
+    action: str
+
+
+@dataclass(frozen=True, slots=True)
 class Fired:
-    """What one due schedule's fire did: the run it enqueued, or the error that stopped it.
+    """What one due schedule's fire did: the ticks it handled, or the error that stopped it.
 
     ``postponed`` tells the two errors apart: True, the schedule itself is bad and was
     pushed back FIRE_FAILURE_BACKOFF; False, the database failed and its tick is still owed.
@@ -140,6 +167,7 @@ class Fired:
     run: Run | None
     error: Exception | None
     postponed: bool = False
+    ticks: tuple[TickFire, ...] = ()
 
 
 def database_now() -> datetime:
@@ -216,13 +244,13 @@ def claim_due(
     names: list[str],
     tenant_id: str | None,
     limit: int,
-    fire: Callable[[Schedule, datetime], tuple[Run, datetime]],
+    fire: Callable[[str, Schedule, datetime], tuple[list[TickFire], datetime]],
     skip: Sequence[str] = (),
 ) -> list[Fired]:
     """Fire up to ``limit`` due schedules in one transaction.
 
-    For each locked due schedule, ``fire(schedule, database_now)`` enqueues the
-    tick's run and returns it with the next fire time; the row advances before
+    For each locked due schedule, ``fire(stored_id, schedule, database_now)`` handles
+    its owed ticks and returns them with the next fire time; the row advances before
     the transaction commits. A ``fire`` that raises is rolled back to its
     savepoint. A database error leaves the schedule due, its tick owed to the
     next pass; any other error means the schedule itself is bad, and it is
@@ -248,7 +276,7 @@ def claim_due(
             schedule, stored_id, now = row_to_schedule(row), row[-2], row[-1]
             try:
                 with transaction.atomic(using=alias):
-                    run, next_fire_at = fire(schedule, now)
+                    ticks, next_fire_at = fire(stored_id, schedule, now)
                     with cursor() as cur:
                         cur.execute(ADVANCE, {"schedule_id": stored_id, "next_fire_at": next_fire_at})
             except DatabaseError as exc:
@@ -260,7 +288,8 @@ def claim_due(
                     cur.execute(POSTPONE, {"schedule_id": stored_id, "seconds": FIRE_FAILURE_BACKOFF.total_seconds()})
                 outcomes.append(Fired(stored_id, schedule, None, exc, postponed=True))
             else:
-                outcomes.append(Fired(stored_id, schedule, run, None))
+                made = [tick.run for tick in ticks if tick.run is not None]
+                outcomes.append(Fired(stored_id, schedule, made[0] if made else None, None, ticks=tuple(ticks)))
     return outcomes
 
 

@@ -16,9 +16,11 @@ from django.db.backends.utils import CursorWrapper
 
 from ..exceptions import NotAChild, RunNotFound
 from ..journal_ids import WaitingFor
+from ..states import TERMINAL_STATUSES, RunStatus
 from ..types import ChildResult
 from . import cancellation, flow, journal, landing
 from .db import WAKE_CHANNEL, cursor, from_json
+from .forks import lineage
 
 # Journal an entry whose value PostgreSQL computes (deadlines), keeping the first one.
 RECORD_DEADLINE = """
@@ -76,10 +78,11 @@ WITH woken AS (
 SELECT count(*), (SELECT count(*) FROM (SELECT pg_notify('{WAKE_CHANNEL}', queue) FROM woken) n) FROM woken
 """
 
-# Lock a direct child for a result wait, and read its outcome.
-LOCK_CHILD = """
+# Lock a direct child for a result wait (a child of a run this one was forked from, for a copied spawn),
+# and read its outcome.
+LOCK_CHILD = f"""
 SELECT status, output::text, error, error_type FROM durable_run
-WHERE run_id = %(child_run_id)s AND parent_run_id = %(run_id)s
+WHERE run_id = %(child_run_id)s AND parent_run_id IN {lineage("%(run_id)s::text")}
 FOR UPDATE
 """
 
@@ -238,7 +241,7 @@ def wait_for_child(
                 child_run_id=child_run_id,
             )
         status, output, error, _error_type = row
-        if status in ("succeeded", "failed", "cancelled"):
+        if status in TERMINAL_STATUSES:
             outcome = _child_result(status, output, error)
             return WaitOutcome(suspended=False, value=journal.insert_step(cur, run_id, step_id, tenant_id, outcome))
         deadline: datetime | None = None
@@ -258,7 +261,7 @@ def _child_result(status: str, output: str | None, error: str | None) -> ChildRe
 
     A child that succeeded on a retry keeps its last failure for the operator, not for its parent.
     """
-    return {"state": status, "result": from_json(output), "error": None if status == "succeeded" else error}
+    return {"state": status, "result": from_json(output), "error": None if status == RunStatus.SUCCEEDED else error}
 
 
 def _outcomes(cur: CursorWrapper, run_id: str, child_run_ids: list[str]) -> dict[str, ChildResult]:

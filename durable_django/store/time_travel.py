@@ -17,8 +17,10 @@ WHERE run_id = %(run_id)s AND result ? 'at' AND (result->>'at')::timestamptz = (
     SELECT available_at FROM durable_run WHERE run_id = %(run_id)s AND status = 'waiting')
 """
 
-# A pending run's delay or retry backoff, a waiting run's deadline, or a running run's lease ends now.
+# A pending run's delay or retry backoff, a waiting run's deadline, or a running run's lease (and any
+# renewal of it beside the row) ends now.
 DUE_NOW = f"""
+WITH renewal AS (DELETE FROM durable_lease_renewal WHERE run_id = %(run_id)s)
 UPDATE durable_run SET
     available_at = CASE WHEN status IN ('pending', 'waiting') AND available_at > now() THEN now()
                         ELSE available_at END,
