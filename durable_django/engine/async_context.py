@@ -6,19 +6,34 @@ import asyncio
 import contextvars
 import functools
 import inspect
-from collections.abc import Awaitable, Callable, Iterable
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any, ParamSpec, TypeVar, Unpack
 
 from ..types import ChildResult
-from . import telemetry
+from . import replay, telemetry
 from .attempt import Attempt
+from .call_options import AsyncSpawnOptions, ResultWaitOptions, SignalWaitOptions
 from .context import Context
-from .run_facts import AsyncSpawnOptions, ResultWaitOptions, RunFacts, SignalWaitOptions
+from .run_facts import RunFacts
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
+
+# Inside a step's fn, in this task (a contextvar: tasks the body runs beside it are not inside it).
+_IN_STEP: contextvars.ContextVar[bool] = contextvars.ContextVar("durable_in_step", default=False)
+
+
+@contextmanager
+def _inside_step() -> Iterator[None]:
+    token = _IN_STEP.set(True)
+    try:
+        yield
+    finally:
+        _IN_STEP.reset(token)
 
 
 class AsyncContext(RunFacts):
@@ -47,7 +62,8 @@ class AsyncContext(RunFacts):
         if sid in self._attempt.journal:
             telemetry.step_replayed(self._attempt, name)
             return self._attempt.journal[sid]
-        with telemetry.step(self._attempt, name, occurrence):
+        await self._off_loop(replay.check_before_executing, self._attempt, sid)
+        with telemetry.step(self._attempt, name, occurrence), _inside_step():
             # A plain fn runs on the database thread in a copy of this context, so its spans nest in the step's.
             call: Callable[[], Awaitable[Any]] = (
                 fn
@@ -57,13 +73,34 @@ class AsyncContext(RunFacts):
             if pivot:
                 # As in the sync context: a requested cancel waits until the pivot's value is journalled.
                 with self._attempt.pivot():
+                    began = time.monotonic()
                     value = await call()
-                    return await self._off_loop(self._sync._record, sid, name, value, pivot)
+                    duration = time.monotonic() - began
+                    return await self._off_loop(self._sync._record, sid, name, value, pivot, duration)
+            began = time.monotonic()
             value = await call()
-            return await self._off_loop(self._sync._record, sid, name, value, pivot)
+            duration = time.monotonic() - began
+            return await self._off_loop(self._sync._record, sid, name, value, pivot, duration)
+
+    async def patched(self, patch_id: str) -> bool:
+        """As ``Context.patched``: journalled, so a replay gives the same answer."""
+        return await self._off_loop(self._sync._patched, patch_id)
+
+    async def deprecated_patch(self, patch_id: str) -> None:
+        """As ``Context.deprecated_patch``."""
+        await self._off_loop(self._sync.deprecated_patch, patch_id)
 
     async def set_progress(self, value: object) -> None:
         return await self._off_loop(self._sync.set_progress, value)
+
+    async def set_event(self, key: str, value: object) -> None:
+        return await self._off_loop(self._sync.set_event, key, value, in_step=_IN_STEP.get())
+
+    async def write_stream(self, key: str, value: object) -> None:
+        return await self._off_loop(self._sync.write_stream, key, value, in_step=_IN_STEP.get())
+
+    async def close_stream(self, key: str) -> None:
+        return await self._off_loop(self._sync.close_stream, key)
 
     async def sleep_for(self, name: str, delay: timedelta | float, *, occurrence: int = 0) -> None:
         return await self._off_loop(self._sync.sleep_for, name, delay, occurrence=occurrence)

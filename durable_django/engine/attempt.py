@@ -36,6 +36,7 @@ from ..store import pool
 from ..store.db import is_disconnect, reset_connection
 from ..types import ClaimedRun
 from . import telemetry
+from .replay import ReplayWatch
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
@@ -54,10 +55,13 @@ class Attempt:
         *,
         started: bool = True,
         due_since: datetime | None = None,
+        previous_attempt_started_at: datetime | None = None,
     ) -> None:
         self.run = claimed.run
         self.token = claimed.token
         self.journal = claimed.journal
+        # Which of the claimed journal's entries this attempt has asked for (divergence, ctx.patched).
+        self.replay = ReplayWatch(claimed.journal, claimed.run.version)
         self.recovered = claimed.recovered
         # The database knows this attempt started (its claim started it, or a slot did since).
         self.started = started
@@ -65,6 +69,8 @@ class Attempt:
         self.database_now = database_now
         # When the run became claimable, by the database clock (its queue lag ends at database_now).
         self.due_since = due_since
+        # Reclaimed after its holder's lease expired: when that holder's attempt had started (database clock).
+        self.previous_attempt_started_at = previous_attempt_started_at
         # What telemetry keeps while the attempt runs: its span, when it began, and the error that failed it.
         self.span: Span | None = None
         self.began = 0.0
@@ -161,6 +167,13 @@ class Attempt:
     def begin(self) -> None:
         """The handler is about to be called: its timeout counts from now."""
         self.handler_began = time.monotonic()
+
+    def outlived_timeout_before(self) -> bool:
+        """The attempt this one reclaims had started longer than the function's timeout before the claim,
+        by the database clock, and its holder never landed it: that attempt timed out."""
+        if not self.recovered or self.timeout is None or self.previous_attempt_started_at is None:
+            return False
+        return (self.database_now - self.previous_attempt_started_at).total_seconds() >= self.timeout
 
     def past_deadline(self) -> bool:
         return self.deadline_at is not None and time.monotonic() >= self.deadline_at

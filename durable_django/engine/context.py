@@ -7,6 +7,7 @@ otherwise the work is done and journalled under the claim's fence token.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, ParamSpec, TypeVar, Unpack
@@ -14,19 +15,21 @@ from typing import Any, ParamSpec, TypeVar, Unpack
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from .. import faults
+from .. import faults, storable
 from ..conf import durable_settings
 from ..exceptions import Cancelled, InvalidInput, StepResultNotSerializable, Suspended
 from ..journal_ids import StepId
+from ..storable import instant, integer, json_text, seconds
 from ..store import journal as journal_store
 from ..store import progress as progress_store
 from ..store import spawns as spawn_store
 from ..store import waits as wait_store
+from ..store.db import refuses_value
 from ..types import ChildResult
-from ..values import aware, integer, json_text, seconds, text
-from . import batching, submit, submit_many, telemetry, tracing
+from . import batching, publishing, replay, submit, submit_many, telemetry, tracing
 from .attempt import Attempt
-from .run_facts import RunFacts, SpawnOptions
+from .call_options import SpawnOptions
+from .run_facts import RunFacts
 
 _SPAWN_FORBIDDEN = ("idempotency_key", "idempotency_keys", "coalesce_key", "debounce", "tenant_id", "parent_run_id")
 
@@ -41,7 +44,7 @@ def _child_ids(child_run_ids: object) -> list[str]:
     """The run ids a children wait is given, validated (a list of them, not one id)."""
     if isinstance(child_run_ids, (str, bytes)) or not isinstance(child_run_ids, Iterable):
         raise InvalidInput(f"child_run_ids must be a list of run ids, got {child_run_ids!r}")
-    return [text(str(child_id), what="a child run id") for child_id in child_run_ids]
+    return [storable.name(str(child_id), what="a child run id") for child_id in child_run_ids]
 
 
 def _refuse_spawn_keys(options: Mapping[str, object], call: str) -> None:
@@ -50,7 +53,7 @@ def _refuse_spawn_keys(options: Mapping[str, object], call: str) -> None:
         raise InvalidInput(f"{call}() sets {', '.join(forbidden)} itself: the step identity keys the children")
 
 
-class Context(RunFacts):
+class Context(RunFacts, publishing.PublishingCalls):
     """The context of one attempt of a synchronous durable function.
 
     Args:
@@ -67,6 +70,8 @@ class Context(RunFacts):
         self._connection = connection
         self._atomic_depth = 0 if connection is None else len(connection.atomic_blocks)
         self.suspended = False
+        self._publisher = publishing.Publisher(attempt)
+        self.in_steps = 0
 
     # -- steps -------------------------------------------------------------
 
@@ -76,6 +81,7 @@ class Context(RunFacts):
         self._check()
         sid = StepId.encode(self._run.version, name, occurrence)
         self._outside_handler_transaction(sid)
+        self._attempt.replay.asked(sid)
         return sid
 
     def _check(self) -> None:
@@ -96,7 +102,7 @@ class Context(RunFacts):
                 "context calls write their own transactions; call them outside the block"
             )
 
-    def _record(self, sid: str, name: str, value: object, pivot: bool) -> Any:
+    def _record(self, sid: str, name: str, value: object, pivot: bool, duration: float | None = None) -> Any:
         try:
             encoded = json_text(value, what="step result")
         except InvalidInput as exc:
@@ -106,13 +112,30 @@ class Context(RunFacts):
                 run_id=self._run.run_id,
             ) from None
         attempt = self._attempt
-        if pivot:
-            recorded = attempt.persist(
-                journal_store.record_step, self._run.run_id, attempt.token, sid, encoded, pivot=True
-            )
-            attempt.pivoted = True
-        else:  # journalled together with the steps other slots record at the same time
-            recorded = attempt.persist_together(batching.record_step, self._run.run_id, attempt.token, sid, encoded)
+        try:
+            if pivot:
+                recorded = attempt.persist(
+                    journal_store.record_step,
+                    self._run.run_id,
+                    attempt.token,
+                    sid,
+                    encoded,
+                    pivot=True,
+                    duration=duration,
+                )
+                attempt.pivoted = True
+            else:  # journalled together with the steps other slots record at the same time
+                recorded = attempt.persist_together(
+                    batching.record_step, self._run.run_id, attempt.token, sid, encoded, duration
+                )
+        except Exception as exc:
+            if not refuses_value(exc):
+                raise
+            raise StepResultNotSerializable(
+                f"step {name!r} of {self._run.name} returned a value the database refused: {exc}",
+                step=name,
+                run_id=self._run.run_id,
+            ) from exc
         if recorded.cancel_requested:
             attempt.cancel_requested = True
         attempt.journal[sid] = recorded.value
@@ -132,17 +155,54 @@ class Context(RunFacts):
             if sid in journal:
                 telemetry.step_replayed(attempt, name)
                 return journal[sid]
+            replay.check_before_executing(attempt, sid)
             with telemetry.step(attempt, name, occurrence):
                 if pivot:
                     with attempt.pivot():
-                        with attempt.user_code():
+                        began = time.monotonic()
+                        with attempt.user_code(), self._inside_step():
                             value = fn()
+                        duration = time.monotonic() - began
                         faults.reach("step.returned")
-                        return self._record(sid, name, value, pivot)
-                with attempt.user_code():
+                        return self._record(sid, name, value, pivot, duration)
+                began = time.monotonic()
+                with attempt.user_code(), self._inside_step():
                     value = fn()
+                duration = time.monotonic() - began
                 faults.reach("step.returned")
-                return self._record(sid, name, value, pivot)
+                return self._record(sid, name, value, pivot, duration)
+
+    def patched(self, patch_id: str) -> bool:
+        """Whether this run takes the patched path at this point: journalled, so a replay answers the same.
+
+        True for a run that reaches this point for the first time on code that has the patch; False
+        for one whose journal shows it passed this point before the patch (it holds entries that
+        this attempt has not reached yet).
+
+        Raises:
+            InvalidInput: the patch id is not a non-empty string PostgreSQL can store.
+        """
+        with self._attempt.engine_code():
+            return self._patched(patch_id)
+
+    def _patched(self, patch_id: str) -> bool:
+        attempt = self._attempt
+        name = replay.patch_step_name(storable.name(patch_id, what="patch_id"))
+        sid = self._enter(name, 0)
+        if sid in attempt.journal:
+            return bool(attempt.journal[sid])
+        answer = bool(self._record(sid, name, not attempt.replay.replaying, pivot=False))
+        faults.reach("patch.recorded")
+        return answer
+
+    def deprecated_patch(self, patch_id: str) -> None:
+        """Mark the end of a patch's migration: every live run takes the patched path, which is now the code.
+
+        Runs that journalled the patch's answer replay without a divergence; nothing new is journalled.
+        Remove the call once no run that started before it was deployed is live.
+        """
+        with self._attempt.engine_code():
+            self._enter(replay.patch_step_name(storable.name(patch_id, what="patch_id")), 0)
 
     def set_progress(self, value: object) -> None:
         """Store ``value`` (JSON, at most 64 KiB) as the run's progress: written at once, fenced, not journalled.
@@ -164,7 +224,15 @@ class Context(RunFacts):
                     run_id=self._run.run_id,
                 )
             self._outside_handler_transaction("ctx.set_progress()")
-            if self._attempt.persist(progress_store.set_progress, self._run.run_id, self._attempt.token, encoded):
+            try:
+                cancel = self._attempt.persist(
+                    progress_store.set_progress, self._run.run_id, self._attempt.token, encoded
+                )
+            except Exception as exc:
+                if not refuses_value(exc):
+                    raise
+                raise InvalidInput(f"the database refused the progress of run {self._run.run_id}: {exc}") from exc
+            if cancel:
                 self._attempt.cancel_requested = True
 
     # -- suspensions -------------------------------------------------------
@@ -199,7 +267,7 @@ class Context(RunFacts):
         """Sleep until an aware datetime, holding no worker."""
         if when is None:
             raise InvalidInput("sleep_until needs a datetime")
-        return self._sleep(name, occurrence, until=aware(when, what="when"))
+        return self._sleep(name, occurrence, until=instant(when, what="when"))
 
     def wait_for_signal(
         self,
@@ -216,7 +284,7 @@ class Context(RunFacts):
             sid = self._enter(name, occurrence)
             if sid in self._attempt.journal:
                 return self._attempt.journal[sid]
-            text(signal, what="a signal name")
+            storable.name(signal, what="a signal name")
             integer(signal_occurrence, what="signal_occurrence", minimum=0)
             json_text(default, what="default")
             outcome = self._attempt.persist(
@@ -377,7 +445,7 @@ class Context(RunFacts):
                 self._attempt.token,
                 sid,
                 str(StepId.parse(sid).deadline_id()),
-                child_run_id=text(str(child_run_id), what="child_run_id"),
+                child_run_id=storable.name(str(child_run_id), what="child_run_id"),
                 timeout_seconds=seconds(timeout, what="timeout"),
             )
             result: ChildResult = self._resolve(sid, outcome)

@@ -18,17 +18,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import cast
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from croniter import CroniterBadDateError, CroniterError, croniter
 
-from ..exceptions import InvalidSchedule
+from .. import storable
+from ..exceptions import InvalidInput, InvalidSchedule
 
 # Wider than any DST shift a zone has used (double summer time was two hours).
 _TRANSITION_WINDOW = timedelta(hours=3)
 _HOURS_OF_A_DAY = set(range(24))
-# Zone names are short ("America/Argentina/ComodRivadavia" is among the longest): an error shows this much.
-_SHOWN_ZONE_CHARS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,11 +55,15 @@ def normalize(expression: object) -> str:
         The normalised expression.
 
     Raises:
-        InvalidSchedule: it is not a non-empty string.
+        InvalidSchedule: it is not a non-empty string PostgreSQL can store, of at most MAX_NAME_CHARS.
     """
-    if not isinstance(expression, str) or not expression.strip():
+    try:
+        normalized = " ".join(storable.name(expression, what="a cron expression").split())
+    except InvalidInput as exc:
+        raise InvalidSchedule(str(exc), cron=expression) from None
+    if not normalized:
         raise InvalidSchedule(f"a cron expression must be a non-empty string, got {expression!r}", cron=expression)
-    return " ".join(expression.split())
+    return normalized
 
 
 def parse(expression: object, tz: object = "UTC") -> CronSpec:
@@ -111,14 +114,10 @@ def zone(tz: object) -> ZoneInfo:
     Raises:
         InvalidSchedule: there is no such zone.
     """
-    if not isinstance(tz, str) or not tz:
-        raise InvalidSchedule(f"a time zone must be an IANA zone name, got {tz!r}", tz=tz)
     try:
-        return ZoneInfo(tz)
-    # A folder of the zoneinfo tree ("Europe") or a name too long for a path is an OSError, a NUL a ValueError.
-    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
-        shown = tz if len(tz) <= _SHOWN_ZONE_CHARS else f"{tz[:_SHOWN_ZONE_CHARS]}..."
-        raise InvalidSchedule(f"unknown time zone {shown!r}", tz=tz) from exc
+        return ZoneInfo(storable.zone(tz))
+    except InvalidInput as exc:
+        raise InvalidSchedule(str(exc), tz=tz) from None
 
 
 def next_fire_after(spec: CronSpec, after: datetime) -> datetime:

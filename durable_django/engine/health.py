@@ -13,15 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..conf import durable_settings
-from ..registry import TASK_PATH_VERSION
+from ..registry import TASK_PATH_VERSION, registry
 from ..store import health as health_store
+from ..store import pauses as pause_store
 from ..store import workers as worker_store
 from ..store.db import connection
 from .preflight import missing_migrations
 from .reconciler import Reconciler
-
-# The checks, in the order they are printed; oldest-pending only runs when given a limit.
-CHECKS = ("database", "migrations", "workers", "oldest-pending", "stranded", "versions")
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +69,12 @@ def live_versions(workers: list[worker_store.LiveWorker]) -> dict[str, list[int]
     return {name: sorted(found) for name, found in sorted(versions.items())}
 
 
+def registered_versions(name: str) -> list[int]:
+    """The versions of ``name`` this process or a live worker registers."""
+    local = {version for known, version in registry.pairs([name]) if known == name}
+    return sorted(local | set(live_versions(live_workers()).get(name, [])))
+
+
 def unserved_versions(
     workers: list[worker_store.LiveWorker], pending: list[health_store.PendingPair] | None = None
 ) -> list[UnservedVersion]:
@@ -99,8 +103,9 @@ def unserved_versions(
     ]
 
 
-def run_checks(*, max_oldest_pending: float | None = None) -> list[CheckResult]:
-    """Every check, in order; ``oldest-pending`` only with ``max_oldest_pending`` (seconds)."""
+def run_checks(*, max_oldest_pending: float | None = None, max_parked: int | None = None) -> list[CheckResult]:
+    """Every check, in order; ``oldest-pending`` only with ``max_oldest_pending`` (seconds); ``parked`` fails
+    past ``max_parked`` runs (None: it only counts them)."""
     results: list[CheckResult] = []
     blocked: str | None = None
     workers: list[worker_store.LiveWorker] = []
@@ -125,6 +130,8 @@ def run_checks(*, max_oldest_pending: float | None = None) -> list[CheckResult]:
     steps += [
         ("stranded", lambda: _stranded(worker_live=bool(workers))),
         ("versions", lambda: _versions(unserved_versions(workers, pending()))),
+        ("parked", lambda: _parked(max_parked)),
+        ("paused", _paused),
     ]
     for check, run in steps:
         if blocked is not None:
@@ -187,6 +194,13 @@ def _oldest_pending(pending: list[health_store.PendingPair], limit: float) -> Ch
     return CheckResult("oldest-pending", True, f"the oldest due {what} (at most {limit:g}s)")
 
 
+def _parked(limit: int | None) -> CheckResult:
+    parked = health_store.parked_runs()
+    if limit is not None and parked > limit:
+        return CheckResult("parked", False, f"{parked} (more than {limit} runs wait for an operator)")
+    return CheckResult("parked", True, str(parked))
+
+
 def _stranded(*, worker_live: bool) -> CheckResult:
     found = Reconciler().any_stranded(worker_live=worker_live)
     if not found:
@@ -202,6 +216,18 @@ def _versions(unserved: list[UnservedVersion]) -> CheckResult:
             "versions", False, "due runs no live worker can run: " + "; ".join(str(item) for item in unserved)
         )
     return CheckResult("versions", True, "every due run's function and version is registered by a live worker")
+
+
+def _paused() -> CheckResult:
+    """What is paused: never a failure (an operator paused it), but a probe's reader should know."""
+    found = pause_store.list_pauses()
+    if not found:
+        return CheckResult("paused", True, "nothing is paused")
+    described = [
+        (f"function {p.function}" if p.function else f"queue {p.queue}") + (f" ({p.reason})" if p.reason else "")
+        for p in found
+    ]
+    return CheckResult("paused", True, ", ".join(described))
 
 
 def _one_line(exc: BaseException) -> str:

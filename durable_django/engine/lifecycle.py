@@ -26,22 +26,21 @@ from typing import ParamSpec, TypeVar
 from django.db import DatabaseError
 
 from ..conf import durable_settings
-from ..exceptions import OutputNotStored
 from ..registry import registry
-from ..store import claims, health, journal, landing, pool
+from ..store import claims, health, journal, landing, leases, pauses, pool
 from ..store import workers as worker_store
 from ..store.claims import ClaimBounds as ClaimBounds  # the worker's (re-exported: it never imports the store)
-from ..store.claims import Renewal
 from ..store.db import WAKE_CHANNEL as WAKE_CHANNEL  # the worker's
 from ..store.db import is_disconnect
 from ..store.db import reset_connection as reset_connection  # the worker's, and used here
+from ..store.leases import Renewal
 from ..store.schedules import database_now as _database_now
 from ..store.sessions import listening as listening  # the worker's
 from ..store.workers import WorkerIdentity as WorkerIdentity  # the worker's
 from ..types import ClaimedRun
 from . import batching, telemetry
 from .attempt import Attempt
-from .execute import Outcome, fail_attempt, finished, report_success
+from .execute import Outcome, fail_attempt, finished, output_refused, report_success
 
 logger = logging.getLogger("durable_django.worker")
 
@@ -95,6 +94,13 @@ def _on_engine_connection_first(call: Callable[_P, _T]) -> Callable[_P, _T]:
 database_now = _on_engine_connection_first(_database_now)
 
 
+@_on_engine_connection
+def paused_summary() -> str:
+    """What is paused, for the worker's start line and summaries: "function a, queue b", or "nothing"."""
+    found = pauses.list_pauses()
+    return ", ".join(f"function {p.function}" if p.function else f"queue {p.queue}" for p in found) or "nothing"
+
+
 def claim_bounds(*, functions: list[str] | None, queues: list[str] | None, tenant_id: str | None) -> ClaimBounds:
     """The runs a worker with these options may claim: the (name, version) pairs it has, and task paths."""
     return claims.claim_filter(
@@ -115,8 +121,10 @@ def claim(
     """
     lease = durable_settings.LEASE_SECONDS if lease_seconds is None else lease_seconds
     claimed = claims.claim(limit=limit, start_now=start_now, lease_seconds=lease, worker_id=worker_id, bounds=bounds)
-    # A first attempt has an empty journal: skip the read.
-    journals = journal.load_journal([item.run.run_id for item in claimed if item.run.attempts > 1])
+    # A first attempt has an empty journal (but a fork's, which starts with a copy): skip the read.
+    journals = journal.load_journal(
+        [item.run.run_id for item in claimed if item.run.attempts > 1 or item.run.forked_from is not None]
+    )
     attempts = []
     for item in claimed:
         attempt = Attempt(
@@ -129,6 +137,7 @@ def claim(
             item.database_now,
             started=item.started,
             due_since=item.due_since,
+            previous_attempt_started_at=item.previous_attempt_started_at,
         )
         attempt.timeout = registry.timeout_of(item.run.name, item.run.version)
         attempts.append(attempt)
@@ -155,8 +164,33 @@ def start(attempt: Attempt) -> bool:
 
 @_on_engine_connection_first
 def renew(attempts: list[Attempt]) -> dict[tuple[str, int], Renewal]:
-    """Extend the leases of held attempts, never past an attempt's timeout; one Renewal per (run id, token)."""
-    return claims.heartbeat(
+    """Extend the leases of held attempts, never more than a lease past an attempt's timeout (its holder lands
+    the timeout first); one Renewal per (run id, token).
+
+    A run whose renewal the database refuses on its own is reported not renewed, yet still held: the
+    others are renewed, and its lease runs out unless a later renewal succeeds.
+
+    Raises:
+        DatabaseError: the database could not be reached.
+    """
+    renewals: dict[tuple[str, int], Renewal] = {}
+    for members, renewed in batching.together_or_apart(attempts, _renew, what="lease renewals"):
+        if isinstance(renewed, batching.Refused):
+            [attempt] = members
+            logger.warning(
+                "run %s: its lease renewal failed (%s)",
+                attempt.run.run_id,
+                renewed.error,
+                extra=telemetry.log_fields(attempt),
+            )
+            renewals[attempt.held] = Renewal(renewed=False, cancel_requested=False, held=True)
+        else:
+            renewals.update(renewed)
+    return renewals
+
+
+def _renew(attempts: list[Attempt]) -> dict[tuple[str, int], Renewal]:
+    return leases.heartbeat(
         [attempt.held for attempt in attempts],
         durable_settings.LEASE_SECONDS,
         timeouts=[attempt.timeout for attempt in attempts],
@@ -179,7 +213,7 @@ def land_successes(batch: list[tuple[Attempt, str]]) -> LandingReport:
 
     When the batch is refused for a reason other than an unreachable database,
     each run lands on its own, so one run the database will not store fails
-    alone, for good, with the database's error, and the others succeed.
+    alone, for good, with the database's error (``OutputNotStored``), and the others succeed.
     """
     report = _land(batch)
     for attempt, outcome in report.outcomes.items():
@@ -187,46 +221,59 @@ def land_successes(batch: list[tuple[Attempt, str]]) -> LandingReport:
     return report
 
 
+def _complete(batch: list[tuple[Attempt, str]]) -> set[str]:
+    return landing.complete_many([finished(attempt, output) for attempt, output in batch])
+
+
 def _land(batch: list[tuple[Attempt, str]]) -> LandingReport:
     report = LandingReport()
     try:
-        landed = landing.complete_many([finished(attempt, output) for attempt, output in batch])
-    except DatabaseError as exc:
+        parts = batching.together_or_apart(batch, _complete, what="landings of successful attempts")
+    except DatabaseError:
         reset_connection()
-        if is_disconnect(exc):
-            report.retry = list(batch)
-            return report
-        logger.warning("landing %d successful attempt(s) together failed (%s); landing each alone", len(batch), exc)
-        return _land_one_by_one(batch)
-    for attempt, _ in batch:
-        report.outcomes[attempt] = report_success(attempt, attempt.run.run_id in landed)
-    return report
-
-
-def _land_one_by_one(batch: list[tuple[Attempt, str]]) -> LandingReport:
-    report = LandingReport()
-    for index, (attempt, output) in enumerate(batch):
-        try:
-            landed = landing.complete_many([finished(attempt, output)])
-        except DatabaseError as exc:
-            reset_connection()
-            if is_disconnect(exc):
-                report.retry = list(batch[index:])
-                return report
-            refused = OutputNotStored(
-                f"the database refused to store the output of run {attempt.run.run_id}: {exc}",
-                run_id=attempt.run.run_id,
-            )
-            report.outcomes[attempt] = fail_attempt(attempt, refused, final=True)
+        report.retry = list(batch)
+        return report
+    for members, landed in parts:
+        if not isinstance(landed, batching.Refused):
+            for attempt, _ in members:
+                report.outcomes[attempt] = report_success(attempt, attempt.run.run_id in landed)
             continue
-        report.outcomes[attempt] = report_success(attempt, attempt.run.run_id in landed)
+        [(attempt, output)] = members
+        if is_disconnect(landed.error):
+            reset_connection()
+            report.retry.append((attempt, output))
+            continue
+        report.outcomes[attempt] = fail_attempt(attempt, output_refused(attempt, landed.error), final=True)
     return report
 
 
 @_on_engine_connection_first
 def release(attempts: list[Attempt]) -> int:
-    """Hand held runs back as pending, counting nothing; returns how many were still held."""
+    """Hand held runs back as pending, counting nothing; returns how many were still held.
+
+    A run the database refuses to release on its own is left to its lease; the others are released.
+
+    Raises:
+        DatabaseError: the database could not be reached.
+    """
+    released = 0
+    for members, count in batching.together_or_apart(attempts, _release, what="releases"):
+        if isinstance(count, batching.Refused):
+            logger.warning(
+                "run %s could not be released (%s); its lease will expire", members[0].run.run_id, count.error
+            )
+        else:
+            released += count
+    return released
+
+
+def _release(attempts: list[Attempt]) -> int:
     return claims.release([attempt.held for attempt in attempts])
+
+
+def land_failed(attempt: Attempt, exc: BaseException) -> Outcome:
+    """Land an attempt failed with an error that escaped its own landing (retried per its policy)."""
+    return fail_attempt(attempt, exc)
 
 
 @_on_engine_connection_first

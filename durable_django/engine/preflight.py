@@ -1,8 +1,10 @@
 """Checks a worker makes before it claims anything."""
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db.migrations.executor import MigrationExecutor
 
 from ..exceptions import MigrationsNotApplied
+from ..settings_rules import setting_problems
 from ..store.db import connection
 
 
@@ -23,3 +25,14 @@ def ensure_migrated() -> None:
             f"durable_django migrations are not applied to database {conn.alias!r} ({missing}). "
             f"Run `manage.py migrate durable_django --database {conn.alias}` first."
         )
+
+
+def ensure_valid_settings() -> None:
+    """Refuse to start on a ``DURABLE`` value that breaks its rule, even when system checks were skipped.
+
+    A NaN lease or a queue limit past PostgreSQL's integer would make every
+    claim of every worker fail, for as long as the worker runs.
+    """
+    errors = [problem for problem in setting_problems() if not problem.warning]
+    if errors:
+        raise ImproperlyConfigured(" ".join(f"{problem.message} [{problem.check_id}]" for problem in errors))

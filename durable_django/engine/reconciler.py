@@ -31,10 +31,12 @@ from dataclasses import dataclass
 
 from ..conf import durable_settings
 from ..exceptions import RecoveriesExhausted
+from ..flow_control import QUEUE_CONCURRENCY_PREFIX, QueueLimits, configured_queue_limits
 from ..journal_ids import WaitingFor
-from ..limits import QUEUE_CONCURRENCY_PREFIX, QueueLimits, configured_queue_limits
-from ..store import cancellation, landing, reconcile
+from ..states import TERMINAL_STATUSES
+from ..store import cancellation, landing, leases, pauses, reconcile
 from ..store.db import in_transaction
+from ..types import PAUSE_PREFIX
 from .execute import exception_path, format_error
 
 logger = logging.getLogger("durable_django.reconciler")
@@ -150,6 +152,7 @@ class Reconciler:
         if not reconcile.try_lock():
             return []
         reconcile.delete_expired_starts(self.chunk)
+        leases.delete_expired(self.chunk)
         return [*self._waiting(), *self._orphans(), *self._expired(), *self._held()]
 
     def _waiting(self) -> list[Repair]:
@@ -176,7 +179,7 @@ class Reconciler:
         for run_id, parent_run_id in orphans:
             reconcile.lock_run(parent_run_id)
             # Read again under the parent's lock: a resume may have made it live again.
-            if reconcile.status_of(parent_run_id) not in ("succeeded", "failed", "cancelled"):
+            if reconcile.status_of(parent_run_id) not in TERMINAL_STATUSES:
                 continue
             outcome = cancellation.cancel(run_id, None)
             repairs.append(
@@ -194,7 +197,11 @@ class Reconciler:
         queues = configured_queue_limits()
         repairs = []
         for key, head_limit, rechecked in keys:
-            if key.startswith("rate:"):
+            if key.startswith(PAUSE_PREFIX):
+                if pauses.exists(key):
+                    continue  # it holds them until it ends
+                released = reconcile.release_if_room(key, limit=None)
+            elif key.startswith("rate:"):
                 if rechecked:
                     continue  # it is looked at again when its window reopens
                 released = reconcile.release_if_room(key, limit=None)

@@ -1,4 +1,4 @@
-"""What both contexts share: the attempt's read-only facts, and the options their calls take.
+"""What both contexts share: the attempt's read-only facts.
 
 ``RunFacts`` is what a handler (and a plug-in running one, such as the Django
 Tasks runtime) may read of its attempt without reaching into the engine.
@@ -6,39 +6,11 @@ Tasks runtime) may read of its attempt without reaching into the engine.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from typing import Any, TypedDict
+from datetime import datetime
+from typing import Any
 
-from ..types import RetryPolicy, Run
+from ..types import Run
 from .attempt import Attempt
-
-
-class SpawnOptions(TypedDict, total=False):
-    """What ``spawn()`` passes on to the child's submit; the keys that identify the child are spawn's own."""
-
-    delay: timedelta | float | None
-    available_at: datetime | None
-    version: int | None
-    queue: str
-    priority: int
-    retry: RetryPolicy | None
-    deadline: datetime | timedelta | float | None
-
-
-class AsyncSpawnOptions(SpawnOptions, total=False):
-    occurrence: int
-
-
-class SignalWaitOptions(TypedDict, total=False):
-    occurrence: int
-    signal_occurrence: int
-    timeout: timedelta | float | None
-    default: object
-
-
-class ResultWaitOptions(TypedDict, total=False):
-    occurrence: int
-    timeout: timedelta | float | None
 
 
 class RunFacts:

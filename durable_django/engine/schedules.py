@@ -11,21 +11,25 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import transaction
 
 from ..exceptions import InvalidInput, InvalidSchedule
 from ..registry import registry, validate_name
+from ..storable import instant, json_text, name, seconds
+from ..store import schedule_runs as schedule_run_store
 from ..store import schedules as schedule_store
 from ..store.db import connection
-from ..store.schedules import Fired
+from ..store.schedules import Fired as Fired
 from ..tenancy import normalize_tenant, scope
 from ..types import Run, Schedule
-from ..values import json_text, text
 from . import cron as cron_math
-from . import submit
+from . import schedule_ticks
+from .schedule_ticks import OVERLAP_POLICIES, enqueue_tick, stamp
+from .schedule_ticks import fire_tick as fire_tick  # re-exported: a tick's fire and key belong to this face
+from .schedule_ticks import tick_key as tick_key
 
 API_SOURCE, SETTINGS_SOURCE = "api", "settings"
 # How far a schedule that is itself bad is postponed when it fails to fire.
@@ -37,25 +41,13 @@ def seconds_until_next_due(*, names: list[str], tenant_id: str | None) -> float 
     return schedule_store.seconds_until_next_due(names=names, tenant_id=tenant_id)
 
 
-def tick_key(schedule_id: str, tick: datetime) -> str:
-    """The idempotency key of the run a schedule enqueues for one tick.
-
-    Args:
-        schedule_id: the schedule's id as its caller gave it (the tenant scopes the key separately).
-        tick: the tick's instant.
-
-    Returns:
-        ``schedule:{schedule_id}:{tick in UTC, ISO 8601}``.
-    """
-    return f"schedule:{schedule_id}:{stamp(tick)}"
-
-
 def fire_due(*, names: list[str], tenant_id: str | None, limit: int = 100, skip: Sequence[str] = ()) -> list[Fired]:
     """Fire the due schedules of functions in ``names`` (the scheduler's step).
 
-    Misfire policy: a schedule found due fires once, for its owed tick (the
-    stored ``next_fire_at``), however many ticks passed, and moves on to the
-    first tick after now.
+    Misfire policy: without a ``catchup_window`` a schedule found due fires once,
+    for its owed tick (the stored ``next_fire_at``), however many ticks passed,
+    and moves on to the first tick after now; with one, each tick missed within
+    the window fires, oldest first. The overlap policy decides each tick.
 
     Args:
         names: the function names this scheduler's worker has.
@@ -109,7 +101,18 @@ def declared_schedule_errors(declared: object) -> dict[object, Exception]:
     return _validate_entries(declared)[1]
 
 
-_ENTRY_KEYS = {"name", "cron", "tz", "input", "tenant_id", "enabled"}
+_ENTRY_KEYS = {
+    "name",
+    "cron",
+    "tz",
+    "input",
+    "tenant_id",
+    "enabled",
+    "overlap",
+    "catchup_window",
+    "jitter",
+    "pause_on_failure",
+}
 
 
 def _validate_entries(declared: Mapping[object, object]) -> tuple[list[dict[str, Any]], dict[object, Exception]]:
@@ -144,6 +147,10 @@ def _settings_params(schedule_id: object, entry: object) -> dict[str, Any]:
         tenant_id=entry.get("tenant_id"),
         enabled=entry.get("enabled", True),
         source=SETTINGS_SOURCE,
+        overlap=entry.get("overlap", schedule_ticks.ALLOW_ALL),
+        catchup_window=entry.get("catchup_window"),
+        jitter=entry.get("jitter"),
+        pause_on_failure=entry.get("pause_on_failure", False),
     )
 
 
@@ -157,6 +164,10 @@ def schedule_params(
     tenant_id: object,
     enabled: bool,
     source: str,
+    overlap: object = schedule_ticks.ALLOW_ALL,
+    catchup_window: object = None,
+    jitter: object = None,
+    pause_on_failure: object = False,
 ) -> dict[str, Any]:
     """Validate everything a schedule names; nothing is written before this passes."""
     stored = stored_id(schedule_id, tenant_id)
@@ -164,6 +175,10 @@ def schedule_params(
     registry.newest(name)  # UnknownFunction, like enqueue
     if not isinstance(enabled, bool):
         raise InvalidInput(f"enabled must be a bool, got {enabled!r}")
+    if not isinstance(overlap, str) or overlap not in OVERLAP_POLICIES:
+        raise InvalidInput(f"overlap must be one of {', '.join(OVERLAP_POLICIES)}, got {overlap!r}", overlap=overlap)
+    if not isinstance(pause_on_failure, bool):
+        raise InvalidInput(f"pause_on_failure must be a bool, got {pause_on_failure!r}")
     spec = cron_math.parse(cron_expression, tz)
     return {
         "schedule_id": stored,
@@ -174,8 +189,18 @@ def schedule_params(
         "tenant_id": normalize_tenant(tenant_id),
         "enabled": enabled,
         "source": source,
+        "overlap": overlap,
+        "catchup_window": _duration(catchup_window, "catchup_window"),
+        "jitter": _duration(jitter, "jitter"),
+        "pause_on_failure": pause_on_failure,
         "spec": spec,
     }
+
+
+def _duration(value: object, what: str) -> timedelta | None:
+    """A policy's duration (a timedelta or seconds) as a timedelta; None stays None."""
+    secs = seconds(value, what=what)
+    return None if secs is None else timedelta(seconds=secs)
 
 
 def upsert(params: dict[str, Any], *, keep_disabled: bool) -> Schedule:
@@ -220,6 +245,7 @@ def fire_now(stored: str, schedule_id: str) -> Run:
     with transaction.atomic(using=connection().alias):
         current, now = lock_or_refuse(stored, schedule_id)
         run = enqueue_tick(current, f"schedule:{current.schedule_id}:manual:{stamp(now)}")
+        schedule_run_store.record(stored, None, run.run_id)
         schedule_store.mark_fired(stored)
         return run
 
@@ -231,34 +257,46 @@ def stored_id(schedule_id: object, tenant_id: object) -> str:
         InvalidInput: the id is not a non-empty string PostgreSQL can store (``scope`` alone lets None
             through, which the insert then refused with an IntegrityError).
     """
-    return scope(text(schedule_id, what="schedule_id"), normalize_tenant(tenant_id), what="schedule_id")
+    return scope(name(schedule_id, what="schedule_id"), normalize_tenant(tenant_id), what="schedule_id")
 
 
-def fire_tick(current: Schedule, now: datetime) -> tuple[Run, datetime]:
-    """Enqueue the run of a due schedule's owed tick (its stored ``next_fire_at``).
+def backfill(stored: str, schedule_id: str, start: object, end: object) -> list[Run]:
+    """Fire the ticks in [start, end) under the schedule's overlap policy; the runs this call made.
 
-    Args:
-        current: the locked due schedule.
-        now: the database's clock.
-
-    Returns:
-        (the run, the first tick after ``now``).
+    Ticks that already have a run (the scheduler's, or another backfill's) are left alone: the
+    schedule's row lock orders concurrent backfills and fires, and the run key makes each tick once.
 
     Raises:
-        InvalidSchedule: the stored cron or zone is corrupt (checked before anything is enqueued).
+        InvalidInput: no such schedule, instants not aware, ``start`` not before ``end``, ``end`` in the
+            future, or more than MAX_BACKFILL_TICKS ticks; nothing is written.
     """
-    spec = cron_math.parse(current.cron, current.tz)
-    run = enqueue_tick(current, tick_key(current.schedule_id, current.next_fire_at))
-    return run, cron_math.next_fire_after(spec, now)
+    start_at, end_at = instant(start, what="start"), instant(end, what="end")
+    if start_at is None or end_at is None:
+        raise InvalidInput("backfill needs a start and an end")
+    if start_at >= end_at:
+        raise InvalidInput(f"start must be before end, got {start_at.isoformat()} and {end_at.isoformat()}")
+    if start_at.astimezone(UTC).year < 1970:
+        raise InvalidInput("start must not be before 1970")
+    with transaction.atomic(using=connection().alias):
+        current, now = lock_or_refuse(stored, schedule_id)
+        if end_at > now:
+            raise InvalidInput(f"end must not be in the future (now is {now.isoformat()})")
+        ticks = schedule_ticks.backfill_ticks(cron_math.parse(current.cron, current.tz), start_at, end_at)
+        if len(ticks) > schedule_ticks.MAX_BACKFILL_TICKS:
+            raise InvalidInput(f"a backfill covers at most {schedule_ticks.MAX_BACKFILL_TICKS} ticks; narrow it")
+        return schedule_ticks.backfill_locked(stored, current, ticks)
 
 
-def enqueue_tick(current: Schedule, key: str) -> Run:
-    """Enqueue through the normal submit path: retry snapshot, tenant scoping, NOTIFY on commit."""
-    return submit.insert_or_join(
-        submit.with_engine_key(submit.build(current.name, current.input, tenant_id=current.tenant_id), key)
-    )
+def settle_ended_runs(limit: int = 1000) -> list[tuple[str, str]]:
+    """Note the schedules' runs that ended; pause the schedules with ``pause_on_failure`` one of whose runs failed.
 
-
-def stamp(instant: datetime) -> str:
-    """An instant as the keys spell it: UTC, ISO 8601."""
-    return instant.astimezone(UTC).isoformat()
+    Returns:
+        (stored id, reason) of each schedule paused by this call.
+    """
+    paused: list[tuple[str, str]] = []
+    while True:
+        with transaction.atomic(using=connection().alias):
+            count, newly = schedule_run_store.settle(limit)
+        paused.extend(newly)
+        if count < limit:
+            return paused

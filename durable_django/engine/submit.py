@@ -9,17 +9,18 @@ from typing import Any
 
 from django.utils import timezone
 
+from .. import storable
 from ..conf import durable_settings
 from ..exceptions import InvalidInput
-from ..limits import Debounce, RunLimits, run_limits
+from ..flow_control import Debounce, RunLimits, run_limits
 from ..registry import TASK_PATH_VERSION, Registration, registry, validate_name
 from ..states import MAX_PRIORITY, MIN_PRIORITY
+from ..storable import instant, integer, json_text, seconds
 from ..store import inserts
 from ..store import runs as run_store
-from ..tenancy import normalize_tenant, scope
+from ..tenancy import normalize_tenant, scope, scope_engine_key
 from ..types import RetryPolicy, Run
-from ..values import aware, integer, json_text, seconds, text
-from . import tracing
+from . import signalling, tracing
 
 # Keys the engine makes for itself: a spawned child's and a schedule tick's. A caller's key
 # may not start with these, or it could take (or pre-empt) a run the engine means to make.
@@ -74,7 +75,7 @@ def build(
         params.update(limit_params(limits))
     if debounce is not None:
         params.update(
-            debounce_key=scope(f"{name}:{debounce.key}", params["tenant_id"], what="Debounce.key"),
+            debounce_key=scope_engine_key(f"{name}:{debounce.key}", params["tenant_id"]),
             delay=debounce.delay_seconds,
             debounce_max_wait=debounce.max_wait_seconds,
         )
@@ -144,12 +145,12 @@ def prepare(
 
 def unreserved(key: object, what: str) -> str:
     """A caller's key, refused when it starts with a prefix the engine keeps for its own keys."""
-    if text(key, what=what).startswith(RESERVED_KEY_PREFIXES):
+    if storable.name(key, what=what).startswith(RESERVED_KEY_PREFIXES):
         raise InvalidInput(
             f"{what} {key!r} starts with a prefix reserved for the engine's own keys "
             f"({', '.join(RESERVED_KEY_PREFIXES)})"
         )
-    assert isinstance(key, str)  # text() let it through
+    assert isinstance(key, str)  # storable.name() let it through
     return key
 
 
@@ -161,14 +162,15 @@ def build_task_run(
     priority: int,
     available_at: datetime | None,
     retry: RetryPolicy | None,
+    idempotency_key: str | None = None,
 ) -> dict[str, Any]:
     """The insert parameters of a Django Tasks run: named by its task's import path, version 0."""
     return _params(
-        text(path, what="task path"),
+        storable.name(path, what="task path"),
         payload,
         TASK_PATH_VERSION,
         tenant_id=None,
-        idempotency_key=None,
+        idempotency_key=idempotency_key,
         coalesce_key=None,
         delay=None,
         available_at=available_at,
@@ -187,7 +189,7 @@ def trace_context_json(carrier: dict[str, str] | None) -> str | None:
 
 def with_engine_key(params: dict[str, Any], key: str) -> dict[str, Any]:
     """``params`` keyed by an engine-made key (reserved prefix), scoped to the run's tenant."""
-    return {**params, "idempotency_key": scope(key, params["tenant_id"], what="idempotency_key")}
+    return {**params, "idempotency_key": scope_engine_key(key, params["tenant_id"])}
 
 
 def _params(
@@ -208,10 +210,10 @@ def _params(
 ) -> dict[str, Any]:
     tenant = normalize_tenant(tenant_id)
     delay_seconds = seconds(delay, what="delay")
-    when = aware(available_at, what="available_at")
+    when = instant(available_at, what="available_at")
     if delay_seconds is not None and when is not None:
         raise InvalidInput("give either delay or available_at, not both")
-    text(queue, what="queue")
+    storable.name(queue, what="queue")
     integer(priority, what="priority", minimum=MIN_PRIORITY, maximum=MAX_PRIORITY)
     policy = retry or _default_policy()
     return {
@@ -267,10 +269,10 @@ def deadline_params(deadline: object) -> dict[str, Any]:
     if deadline is None:
         return _NO_DEADLINE
     if isinstance(deadline, datetime):
-        instant = aware(deadline, what="deadline")
-        if instant is not None and instant <= timezone.now():
+        when = instant(deadline, what="deadline")
+        if when is not None and when <= timezone.now():
             raise InvalidInput(f"deadline {deadline.isoformat()} has already passed")
-        return {"deadline": instant, "deadline_seconds": None}
+        return {"deadline": when, "deadline_seconds": None}
     after = seconds(deadline, what="deadline")
     if after is not None and after <= 0:
         raise InvalidInput(f"deadline {deadline!r} has already passed: give a positive duration")
@@ -307,17 +309,23 @@ def insert_or_join(params: dict[str, Any]) -> Run:
     """
     if params["debounce_key"] is not None:
         return inserts.debounce(params)
+    return insert_or_find(params)[0]
+
+
+def insert_or_find(params: dict[str, Any]) -> tuple[Run, bool]:
+    """Like ``insert_or_join`` without debounce: (the run, True if this call inserted it)."""
     for _ in range(JOIN_ATTEMPTS):
         run = inserts.insert_run(params)
         if run is not None:
-            return run
+            signalling.run_enqueued(run)
+            return run, True
         if params["idempotency_key"] is not None:
             run = run_store.find_by_idempotency_key(params["idempotency_key"])
             if run is not None:
-                return run
+                return run, False
         if params["coalesce_key"] is not None:
             run = run_store.find_by_coalesce_key(params["coalesce_key"])
             if run is not None:
-                return run
+                return run, False
     # Only a caller whose snapshot hides the conflicting row (REPEATABLE READ) ends up here.
     raise InvalidInput("the run these keys name is not visible in this transaction; retry outside it")

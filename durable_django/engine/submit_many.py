@@ -10,13 +10,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..exceptions import InvalidInput
-from ..limits import Debounce, run_limits
+from ..flow_control import Debounce, run_limits
+from ..storable import JSONB_MAX_BYTES, json_bytes, json_text
 from ..store import inserts
 from ..store import runs as run_store
-from ..tenancy import scope
+from ..tenancy import scope, scope_engine_key
 from ..types import RetryPolicy, Run
-from ..values import json_text
-from . import submit
+from . import signalling, submit
 
 # The insert parameters that vary from one run of a batch to the next (limits too: a key callable may
 # leave one run unlimited); the rest are shared.
@@ -126,14 +126,22 @@ def build_many(
     inputs, keys, made = rows["inputs"], rows["idempotency_keys"], rows["run_ids"]
     positions: list[int] = []
     run_of_key: dict[str, int] = {}
+    total_bytes = 0
     for index, input in enumerate(values):
+        encoded = json_text(input, what=f"input #{index}")  # every input, also one whose key repeats
+        total_bytes += json_bytes(encoded)
+        if total_bytes > JSONB_MAX_BYTES:  # the batch travels as one jsonb array
+            raise InvalidInput(
+                f"the inputs up to #{index} are {total_bytes} bytes of JSON together, more than one jsonb value "
+                f"holds ({JSONB_MAX_BYTES}): enqueue them in smaller batches"
+            )
         key: str | None = None
         if idempotency_keys is not None:
             key = scope(
                 submit.unreserved(idempotency_keys[index], "an idempotency key"), tenant, what="idempotency_key"
             )
         elif key_prefix is not None:
-            key = scope(f"{key_prefix}#{index}", tenant, what="idempotency_key")
+            key = scope_engine_key(f"{key_prefix}#{index}", tenant)
         if key is not None:
             if key in run_of_key:
                 positions.append(run_of_key[key])  # a key repeated in the batch: the same run
@@ -141,7 +149,7 @@ def build_many(
             run_of_key[key] = len(made)
         positions.append(len(made))
         made.append(run_ids[index])
-        inputs.append(json_text(input, what=f"input #{index}"))
+        inputs.append(encoded)
         keys.append(key)
     for column in _ROW_COLUMNS[3:]:
         rows[f"{column}s"] = [None] * len(made)
@@ -175,6 +183,7 @@ def insert_many(batch: Batch) -> list[Run]:
         for index, run in zip(pending, stored, strict=True):
             if run is not None:
                 runs[index] = run
+                signalling.run_enqueued(run)
             elif (key := batch.params["idempotency_keys"][index]) is not None:
                 keyed[key] = index
         if keyed:

@@ -3,7 +3,8 @@
 Every attempt is reported once it starts and once its outcome is known (for a
 success the worker lands in a batch, only after that landing). Spans go to
 OpenTelemetry (``tracing``); observers are what a process installs to count,
-as ``durable_worker --metrics-port`` installs its Prometheus metrics. With no
+as ``durable_worker --metrics-port`` installs its Prometheus metrics; the
+application's receivers get Django signals (``signalling``). With no
 observer and no OpenTelemetry a report is a test of an empty tuple and a flag.
 """
 
@@ -14,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import tracing
+from . import signalling, tracing
 
 if TYPE_CHECKING:
     from .attempt import Attempt
@@ -66,6 +67,7 @@ def attempt_started(attempt: Attempt) -> None:
     tracing.start_attempt(attempt)
     for observer in _observers:
         observer.attempt_started(attempt)
+    signalling.attempt_started(attempt)
 
 
 _UNSEEN = nullcontext()
@@ -89,6 +91,14 @@ def _seen_step(attempt: Attempt, name: str, occurrence: int) -> Iterator[None]:
         observer.step_executed(attempt)
 
 
+def replay_diverged(attempt: Attempt) -> None:
+    """A replay of the attempt took another path than its journal's (counted once per attempt)."""
+    for observer in _observers:
+        diverged = getattr(observer, "replay_diverged", None)  # observers written before it need not have it
+        if diverged is not None:
+            diverged(attempt)
+
+
 def step_replayed(attempt: Attempt, name: str) -> None:
     tracing.step_replayed(attempt, name)
 
@@ -107,6 +117,8 @@ def attempt_ended(attempt: Attempt, what: str) -> None:
         seconds = time.monotonic() - attempt.began
         for observer in _observers:
             observer.attempt_ended(attempt, outcome, seconds)
+    if outcome is not None:
+        signalling.attempt_finished(attempt, outcome)
 
 
 def log_fields(attempt: Attempt, outcome: str | None = None) -> dict[str, Any]:
