@@ -16,12 +16,13 @@ import threading
 import time
 from collections.abc import Callable
 
-from django.db import DatabaseError, connections
+from django.db import connections
 
 from .. import faults
 from ..conf import durable_settings
 from ..engine import lifecycle, telemetry
 from ..engine.attempt import Attempt
+from .recovery import Recovering
 from .slots import SlotPool
 
 logger = logging.getLogger("durable_django.worker")
@@ -82,24 +83,21 @@ class Heartbeat(threading.Thread):
             return self._renew()
         finally:
             if self.on_beat is not None:
-                try:
+                with Recovering():  # the renewal tells whether the database answers
                     self.on_beat()
-                except DatabaseError:
-                    lifecycle.reset_connection()  # the renewal tells whether the database answers
 
     def _renew(self) -> bool:
         attempts = self.pool.held()
         if not attempts:
             self._last_renewal = time.monotonic()
             return True
-        try:
+        with Recovering() as failure:
             faults.reach("heartbeat.renew")
             renewals = lifecycle.renew(attempts)
-        except DatabaseError as exc:
-            lifecycle.reset_connection()
-            self.on_database(not lifecycle.database_unreachable(exc))
+        if failure.error is not None:
+            self.on_database(not failure.unreachable)
             if time.monotonic() - self._last_renewal > durable_settings.LEASE_SECONDS * 2 / 3:
-                logger.warning("heartbeat failing for 2/3 of a lease (%s): treating leases as lost", exc)
+                logger.warning("heartbeat failing for 2/3 of a lease (%s): treating leases as lost", failure.error)
                 for attempt in attempts:
                     attempt.stop(lost=True)
             return False
@@ -123,10 +121,9 @@ class Heartbeat(threading.Thread):
         return True
 
     def _cancel(self, attempt: Attempt) -> None:
-        try:
+        with Recovering() as failure:
             landed = lifecycle.cancel_held(attempt)
-        except DatabaseError:
-            lifecycle.reset_connection()
+        if failure.error is not None:
             return
         if landed:
             logger.info(

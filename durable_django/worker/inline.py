@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from asgiref.sync import async_to_sync
+
 from ..engine import execute as executor
 from ..engine import lifecycle, time_limits
 
@@ -21,6 +26,19 @@ def drain(
         claimed = lifecycle.claim(limit=1, start_now=1, worker_id="inline", bounds=bounds)
         if not claimed:
             return executed
-        executor.execute(claimed[0])
+        executor.execute(claimed[0], run_loop=run_bridged)
         executed += 1
     raise RuntimeError(f"run_until_idle executed {max_runs} attempts and runs were still claimable")
+
+
+def run_bridged(main: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+    """Run an async handler's loop through asgiref, as Django runs async code from sync code.
+
+    The caller may itself be sync code that ``sync_to_async`` runs for an async
+    test: with the default ``thread_sensitive=True`` this thread is the one
+    every thread-sensitive call must reach, so a plain ``asyncio.run`` here
+    would leave the handler's ORM calls (``acount()``, ``sync_to_async``) to
+    wait for a thread that waits for them. ``async_to_sync`` runs the loop on a
+    thread of its own and serves those calls in this thread until it ends.
+    """
+    return async_to_sync(main, force_new_loop=True)()

@@ -12,11 +12,10 @@ from __future__ import annotations
 import queue
 from collections.abc import Callable
 
-from django.db import DatabaseError
-
 from ..engine import lifecycle
 from ..engine.attempt import Attempt
 from ..engine.execute import Outcome
+from .recovery import Recovering
 from .slots import SlotPool
 from .stats import Stats
 
@@ -77,7 +76,5 @@ class PendingLandings:
 
     def try_landing(self) -> None:
         """Land what can be landed now; what cannot stays queued for the next try."""
-        try:
+        with Recovering():
             self.land()
-        except DatabaseError:
-            lifecycle.reset_connection()

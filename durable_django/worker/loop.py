@@ -2,14 +2,16 @@
 
 One thread claims in batches to fill idle slots (and, while attempts are
 short, a batch ahead of them) and sleeps on an event that a NOTIFY, a
-finished attempt or the poll timeout sets. Slot threads execute attempts. The
+finished attempt or the poll timeout sets. Slot threads execute attempts
+(``worker/slot_runner.py``). The
 heartbeat thread renews leases, the listener thread hears NOTIFY (behind a
 transaction pooler only through ``LISTEN_DATABASE``; without one the poll
 wakes the loop), the scheduler thread fires cron schedules. The engine's reads
 and writes, from every thread, share a few connections
 (``DURABLE["ENGINE_CONNECTIONS"]``, see ``engine/lifecycle.py``); the listener
 keeps a session of its own, and a handler's own queries use its slot thread's
-connection. A broken connection is replaced; no thread may die of an error.
+connection. A broken connection is replaced (``worker/recovery.py``); no thread
+may die of an error.
 
 When the database cannot be reached the worker stops starting attempts and
 drops the claimed runs it had not started (their leases expire; reclaiming
@@ -35,21 +37,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from django.db import DatabaseError, close_old_connections, connections
+from django.utils.translation import gettext, ngettext
 
 from .. import faults
 from ..conf import durable_settings
-from ..engine import execute as executor
 from ..engine import lifecycle, telemetry
 from ..engine.attempt import Attempt
-from ..engine.execute import Outcome
+from ..engine.log_words import claim_words, not_started_words, past_grace_words, runnable_words
 from ..engine.reconciler import Repair
-from ..registry import registry
 from .heartbeat import Heartbeat
 from .landings import PendingLandings
 from .listener import Listener
 from .reconciler import ReconcilerThread
+from .recovery import Recovering
 from .scheduler import SchedulerThread
+from .slot_runner import SlotRunner
 from .slots import PREFETCH_HOLD_SECONDS, SlotPool
 from .stats import Stats
 from .time_limits import EXIT_ABANDONED, TimeLimitKeeper
@@ -58,6 +60,10 @@ if TYPE_CHECKING:
     from .metrics import WorkerMetrics
 
 logger = logging.getLogger("durable_django.worker")
+
+# After a failed claim pass, the loop waits this long before the next, doubling up to the most.
+FIRST_BACKOFF_SECONDS = 0.1
+MAX_BACKOFF_SECONDS = 5.0
 
 
 @dataclass
@@ -108,6 +114,14 @@ class Worker:
         self._slot_indexes = itertools.count(options.concurrency)
         self.landings = PendingLandings(self.pool, self.stats, on_database=self._on_database, wake=self._wake.set)
         self.time_limits = TimeLimitKeeper(self.pool, self.stats, replace_slot=self._replace_slot)
+        self.slots = SlotRunner(
+            self.pool,
+            self.stats,
+            self.landings,
+            wake=self._wake.set,
+            database_reachable=lambda: self._database_reachable,
+            on_database=self._on_database,
+        )
         # The process's exit status once run() returns: EXIT_ABANDONED after too many stuck threads.
         self.exit_code = 0
 
@@ -116,18 +130,17 @@ class Worker:
     def request_stop(self) -> None:
         """Graceful stop: claim nothing more, let attempts finish within the grace period."""
         if not self._stopping.is_set():
+            held = self.pool.held_count
             logger.info(
-                "worker %s stopping: finishing %d attempt(s) within %.0fs",
-                self.options.worker_id,
-                self.pool.held_count,
-                self.options.grace,
+                ngettext(
+                    "worker %(worker_id)s stopping: finishing %(count)d attempt within %(grace).0fs",
+                    "worker %(worker_id)s stopping: finishing %(count)d attempts within %(grace).0fs",
+                    held,
+                ),
+                {"worker_id": self.options.worker_id, "count": held, "grace": self.options.grace},
             )
         self._stopping.set()
         self._wake.set()
-
-    @property
-    def active_count(self) -> int:
-        return self.pool.held_count
 
     def _on_database(self, reachable: bool) -> None:
         """Note whether the database answers; on losing it, drop the claimed runs not started yet."""
@@ -141,10 +154,14 @@ class Worker:
         dropped = self.pool.take_prefetched()
         self.pool.forget(dropped)
         logger.warning(
-            "worker %s: the database cannot be reached; starting no attempt until it answers "
-            "(dropped %d claimed run(s) not started)",
-            self.options.worker_id,
-            len(dropped),
+            ngettext(
+                "worker %(worker_id)s: the database cannot be reached; starting no attempt until it answers "
+                "(dropped %(count)d claimed run not started)",
+                "worker %(worker_id)s: the database cannot be reached; starting no attempt until it answers "
+                "(dropped %(count)d claimed runs not started)",
+                len(dropped),
+            ),
+            {"worker_id": self.options.worker_id, "count": len(dropped)},
         )
 
     # -- main loop ---------------------------------------------------------------
@@ -152,31 +169,42 @@ class Worker:
     def run(self) -> None:
         opts = self.options
         logger.info(
-            "worker %s starting: concurrency %d, functions %s, queues %s, tenant %s",
-            opts.worker_id,
-            opts.concurrency,
-            ",".join(n for n, _ in registry.pairs(opts.functions)) or "-",
-            ",".join(opts.queues or ["*"]),
-            opts.tenant_id or "*",
+            gettext(
+                "worker %(worker_id)s starting: concurrency %(concurrency)d, queues %(queues)s, tenant %(tenant)s; "
+                "runs %(runnable)s"
+            ),
+            {
+                "worker_id": opts.worker_id,
+                "concurrency": opts.concurrency,
+                "queues": ",".join(opts.queues or ["*"]),
+                "tenant": opts.tenant_id or "*",
+                "runnable": runnable_words(opts.functions),
+            },
         )
         if self.metrics is not None:
             self.metrics.track(self.pool)
             telemetry.observe(self.metrics)
         with lifecycle.engine_connections(opts.worker_id):
             self._record_presence(lifecycle.worker_started, "record itself")
+            logger.info("worker %s: paused: %s", opts.worker_id, self._paused())
             self._start_threads()
             try:
                 self._claim_loop()
             finally:
                 self._shutdown()
 
+    def _paused(self) -> str:
+        """What is paused now, for the log; a database that cannot say leaves the log line uninformed, no more."""
+        with Recovering() as failure:
+            return lifecycle.paused_summary()
+        return f"unknown ({failure.error})"
+
     def _record_presence(self, write: Callable[[lifecycle.WorkerIdentity], None], what: str) -> None:
         """Write this worker's row; a database that cannot take it now only delays the workers page."""
-        try:
+        with Recovering() as failure:
             write(self.identity)
-        except DatabaseError as exc:
-            lifecycle.reset_connection()
-            logger.warning("worker %s could not %s in durable_worker (%s)", self.options.worker_id, what, exc)
+        if failure.error is not None:
+            logger.warning("worker %s could not %s in durable_worker (%s)", self.options.worker_id, what, failure.error)
 
     def _start_threads(self) -> None:
         for index in range(self.options.concurrency):
@@ -201,7 +229,7 @@ class Worker:
             self._start(SchedulerThread(self.options, self._halt))
 
     def _start_slot(self, index: int) -> None:
-        self._start(threading.Thread(target=self._slot_loop, args=(index,), name=f"durable-slot-{index}", daemon=True))
+        self._start(threading.Thread(target=self.slots.run, args=(index,), name=f"durable-slot-{index}", daemon=True))
 
     def _replace_slot(self) -> int:
         """Start a slot thread in place of an abandoned one; returns its index."""
@@ -225,46 +253,65 @@ class Worker:
             self._wake.set()
 
     def _claim_loop(self) -> None:
-        poll = durable_settings.POLL_SECONDS
-        backoff = 0.1
+        """Pass after pass until stopped: land, keep time limits, claim, then sleep until something is due."""
+        backoff = FIRST_BACKOFF_SECONDS
         next_summary = time.monotonic() + durable_settings.SUMMARY_SECONDS
         while not self._stopping.is_set():
             self._wake.clear()
-            timeout = poll * random.uniform(0.95, 1.05)
-            try:
-                if not self.landings.land():
-                    self._stopping.wait(backoff)  # successes are kept until the database answers
-                    backoff = min(backoff * 2, 5.0)
-                    continue
-                self._hand_back_stale_prefetch()
-                self.time_limits.keep()
-                self._check_abandoned()
-                claimed, asked = self._claim()
-                faults.reach("worker.claimed")
-                # Fewer than asked: nothing more is due now; sleep until the next run is.
-                due = lifecycle.seconds_until_next_due(self._bounds) if asked and len(claimed) < asked else None
-                backoff = 0.1
-            except DatabaseError as exc:
-                lifecycle.reset_connection()
-                self._on_database(not lifecycle.database_unreachable(exc))
-                logger.warning("claim failed (%s); retrying in %.1fs", exc, backoff)
+            passed = None
+            with Recovering() as failure:
+                passed = self._claim_pass()
+            if failure.error is not None:
+                self._on_database(not failure.unreachable)
+                logger.warning("claim failed (%s); retrying in %.1fs", failure.error, backoff)
+            if passed is None:  # the landings or the claim met a database that cannot take them now
                 self._stopping.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
+                backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
                 continue
+            backoff = FIRST_BACKOFF_SECONDS
+            claimed, asked, due = passed
             if self.options.burst and not claimed and self.pool.held_count == 0 and self.landings.empty():
                 logger.info("worker %s: nothing claimable now (--burst); exiting", self.options.worker_id)
                 return
-            if time.monotonic() >= next_summary:
-                self.stats.log_summary(running=self.pool.held_count, stuck_threads=self.pool.stuck(0.0))
-                next_summary = time.monotonic() + durable_settings.SUMMARY_SECONDS
+            next_summary = self._log_summary_when_due(next_summary)
             if asked and len(claimed) == asked:
                 continue  # maybe more is due: claim again once a slot is free
-            if due is not None:
-                timeout = min(timeout, max(due, 0.005))
-            for until in (self.pool.seconds_until_hold_expires(), *self.time_limits.seconds_until_due()):
-                if until is not None:
-                    timeout = min(timeout, max(until, 0.005))
-            self._wake.wait(timeout)
+            self._wake.wait(self._seconds_to_sleep(due))
+
+    def _claim_pass(self) -> tuple[list[Attempt], int, float | None] | None:
+        """Land what waits, keep the time limits, then claim.
+
+        Returns:
+            (the attempts claimed, how many were asked for, the seconds until the next run is due when fewer
+            than asked were), or None when the landings wait for the database (successes are kept until it
+            answers).
+        """
+        if not self.landings.land():
+            return None
+        self._hand_back_stale_prefetch()
+        self.time_limits.keep()
+        self._check_abandoned()
+        claimed, asked = self._claim()
+        faults.reach("worker.claimed")
+        # Fewer than asked: nothing more is due now; sleep until the next run is.
+        due = lifecycle.seconds_until_next_due(self._bounds) if asked and len(claimed) < asked else None
+        return claimed, asked, due
+
+    def _seconds_to_sleep(self, due: float | None) -> float:
+        """The poll interval (jittered, so workers started together spread out), or less: until the next due
+        run, the end of a claimed run's prefetch hold or the next time limit, whichever comes first."""
+        timeout = durable_settings.POLL_SECONDS * random.uniform(0.95, 1.05)
+        for until in (due, self.pool.seconds_until_hold_expires(), *self.time_limits.seconds_until_due()):
+            if until is not None:
+                timeout = min(timeout, max(until, 0.005))
+        return timeout
+
+    def _log_summary_when_due(self, next_summary: float) -> float:
+        """Log the periodic summary once its time has come; returns when the next one is due."""
+        if time.monotonic() < next_summary:
+            return next_summary
+        self.stats.log_summary(running=self.pool.held_count, stuck_threads=self.pool.stuck(0.0), paused=self._paused())
+        return time.monotonic() + durable_settings.SUMMARY_SECONDS
 
     def _check_abandoned(self) -> None:
         """More stuck threads than --max-abandoned: stop claiming, and exit with EXIT_ABANDONED."""
@@ -272,12 +319,19 @@ class Worker:
         if stuck <= self.options.max_abandoned or self._stopping.is_set():
             return
         logger.error(
-            "worker %s: %d thread(s) are stuck in handlers past their time limit (--max-abandoned %d); "
-            "releasing its runs and exiting with status %d",
-            self.options.worker_id,
-            stuck,
-            self.options.max_abandoned,
-            EXIT_ABANDONED,
+            ngettext(
+                "worker %(worker_id)s: %(count)d thread is stuck in a handler past its time limit "
+                "(--max-abandoned %(max)d); releasing its runs and exiting with status %(status)d",
+                "worker %(worker_id)s: %(count)d threads are stuck in handlers past their time limit "
+                "(--max-abandoned %(max)d); releasing its runs and exiting with status %(status)d",
+                stuck,
+            ),
+            {
+                "worker_id": self.options.worker_id,
+                "count": stuck,
+                "max": self.options.max_abandoned,
+                "status": EXIT_ABANDONED,
+            },
         )
         self.exit_code = EXIT_ABANDONED
         self.request_stop()
@@ -292,17 +346,9 @@ class Worker:
             limit=idle + ahead, start_now=idle, worker_id=self.options.worker_id, bounds=self._bounds
         )
         self._on_database(True)
-        for attempt in claimed:
-            run = attempt.run
-            logger.info(
-                "claimed run %s (%s v%s) attempt %d%s",
-                run.run_id,
-                run.name,
-                run.version,
-                attempt.token,
-                " (recovered from a dead worker)" if attempt.recovered else "",
-                extra=telemetry.log_fields(attempt),
-            )
+        if logger.isEnabledFor(logging.INFO):  # the words cost a translation lookup per run: only when logged
+            for attempt in claimed:
+                _log_claim(attempt)
         self.stats.claimed += len(claimed)
         self.pool.add(claimed)
         return claimed, idle + ahead
@@ -315,107 +361,56 @@ class Worker:
             self.pool.forget(stale)
             logger.debug("handed back %d claimed run(s) no slot started in time", len(stale))
 
-    # -- slots ---------------------------------------------------------------------
-
-    def _slot_loop(self, slot: int) -> None:
-        try:
-            while True:
-                attempt = self.pool.take(slot)
-                if attempt is None:
-                    return
-                try:
-                    self._run_attempt(slot, attempt)
-                except BaseException:  # a bug here, even one escaping as control flow, must not kill the slot
-                    logger.exception(
-                        "run %s: unexpected error in the worker",
-                        attempt.run.run_id,
-                        extra=telemetry.log_fields(attempt),
-                    )
-                    self.pool.done(slot, attempt, ran=False)
-                # An attempt is the worker's request: the handler's own connections (the engine's are
-                # shared apart) are closed or kept as CONN_MAX_AGE says, and go back to OPTIONS["pool"].
-                close_old_connections()
-                self._wake.set()
-                if self.pool.is_abandoned(slot):
-                    # Another thread took this slot while the handler overstayed: this one is done.
-                    self.pool.returned(slot)
-                    logger.info(
-                        "run %s: the abandoned thread of slot %d came back and exits",
-                        attempt.run.run_id,
-                        slot,
-                        extra=telemetry.log_fields(attempt),
-                    )
-                    return
-        finally:
-            connections.close_all()  # a worker run inside a longer-lived process leaves no session behind
-
-    def _run_attempt(self, slot: int, attempt: Attempt) -> None:
-        if not attempt.started and not self._start_prefetched(attempt):
-            self.pool.done(slot, attempt, ran=False)
-            return
-        attempt.begin()
-        try:
-            outcome = executor.execute(attempt, land_success=self.landings.hand_over)
-        except DatabaseError as exc:
-            logger.warning(
-                "run %s: database error while landing (%s); its lease will expire and it will be recovered",
-                attempt.run.run_id,
-                exc,
-                extra=telemetry.log_fields(attempt),
-            )
-            lifecycle.reset_connection()
-            outcome = Outcome.ERROR
-        if outcome == Outcome.LANDING:
-            # Held until the claim loop lands it with others.
-            self.pool.done(slot, attempt, ran=True, keep=True)
-            return
-        if not attempt.overstayed:  # otherwise the claim loop counted how its time limit ended it
-            self.stats.count(outcome)
-        self.pool.done(slot, attempt, ran=True)
-
-    def _start_prefetched(self, attempt: Attempt) -> bool:
-        """Start a claimed run that waited for this slot; False (and dropped) if it may not run now."""
-        if not self._database_reachable:
-            return False
-        try:
-            return lifecycle.start(attempt)
-        except DatabaseError as exc:
-            lifecycle.reset_connection()
-            self._on_database(not lifecycle.database_unreachable(exc))
-            return False
-
     # -- shutdown ---------------------------------------------------------------------
 
     def _shutdown(self) -> None:
-        self._release(self.pool.take_prefetched(), "claimed run(s) no slot had started")
+        self._release(self.pool.take_prefetched(), not_started_words)
         deadline = time.monotonic() + self.options.grace
         while self.pool.held_count and time.monotonic() < deadline:
             self.landings.try_landing()
-            try:
+            with Recovering():
                 self.time_limits.end_overstays()  # time limits still hold while the worker drains
-            except DatabaseError:
-                lifecycle.reset_connection()
             time.sleep(0.02)
         self.landings.try_landing()
         left = self.pool.held()
         for attempt in left:
             attempt.stop(lost=True)
-        self._release(left, "run(s) still running after the grace period")
+        self._release(left, past_grace_words)
         self._halt.set()
         self.pool.close()
         self._record_presence(lambda identity: lifecycle.worker_stopped(identity.worker_id), "mark itself stopped")
         if self.metrics is not None:
             telemetry.stop_observing(self.metrics)
             self.metrics.close()
-        self.stats.log_summary(running=self.pool.held_count, stuck_threads=self.pool.stuck(0.0))
+        self.stats.log_summary(running=self.pool.held_count, stuck_threads=self.pool.stuck(0.0), paused=self._paused())
         logger.info("worker %s stopped", self.options.worker_id)
 
-    def _release(self, attempts: list[Attempt], what: str) -> None:
+    def _release(self, attempts: list[Attempt], runs: Callable[[int], str]) -> None:
+        """Hand ``attempts`` back; ``runs(count)`` says which runs they are, for the log."""
         if not attempts:
             return
-        try:
+        with Recovering() as failure:
             released = lifecycle.release(attempts)
-            logger.info("released %d %s", released, what)
-        except DatabaseError as exc:
-            logger.warning("could not release %d %s (%s); their leases will expire", len(attempts), what, exc)
+            logger.info(gettext("released %(runs)s"), {"runs": runs(released)})
+        if failure.error is not None:
+            logger.warning(
+                gettext("could not release %(runs)s (%(error)s); their leases will expire"),
+                {"runs": runs(len(attempts)), "error": failure.error},
+            )
         self.pool.forget(attempts)
+
+
+def _log_claim(attempt: Attempt) -> None:
+    run = attempt.run
+    logger.info(
+        gettext("claimed run %(run_id)s (%(function)s v%(version)s): %(claim)s, recovered from a dead worker")
+        if attempt.recovered
+        else gettext("claimed run %(run_id)s (%(function)s v%(version)s): %(claim)s"),
+        {
+            "run_id": run.run_id,
+            "function": run.name,
+            "version": run.version,
+            "claim": claim_words(attempt.token, run.failures),
+        },
+        extra=telemetry.log_fields(attempt),
+    )

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from django.db import DatabaseError, connections
+from django.db import connections
 
 from ..conf import durable_settings
 from ..engine import lifecycle
@@ -24,13 +24,16 @@ from ..engine.attempt import Attempt
 from ..exceptions import ExtraNotInstalled
 
 try:
-    from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, start_http_server
+    from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram
     from prometheus_client.core import GaugeMetricFamily
     from prometheus_client.registry import Collector
 except ImportError as exc:
     raise ExtraNotInstalled(
         "worker metrics need the prometheus_client package: pip install 'durable-django[prometheus]'"
     ) from exc
+
+from . import metrics_http
+from .recovery import Recovering
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -41,6 +44,36 @@ logger = logging.getLogger("durable_django.worker")
 
 # Attempts last from milliseconds to hours; so may a run wait for a free worker.
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600)
+# Queue names are chosen by whoever enqueues: each new one would be a new series in every scrape, for ever.
+# The first this many (besides the configured ones) get a label each; the rest share OTHER_QUEUE.
+MAX_QUEUE_LABELS = 50
+OTHER_QUEUE = "(other)"
+
+
+class QueueLabels:
+    """The queue label of a series: the queue's name while the label set has room, else OTHER_QUEUE.
+
+    The default queue and those ``DURABLE["QUEUES"]`` configures always have a label of their own;
+    a queue once labelled keeps its label for the life of the process.
+    """
+
+    def __init__(self, limit: int = MAX_QUEUE_LABELS) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._labelled = {"default", *durable_settings.QUEUES}
+        self._others = 0
+
+    def __call__(self, queue: str) -> str:
+        if queue in self._labelled:
+            return queue
+        with self._lock:
+            if queue in self._labelled:
+                return queue
+            if self._others < self.limit:
+                self._others += 1
+                self._labelled.add(queue)
+                return queue
+        return OTHER_QUEUE
 
 
 class WorkerMetrics:
@@ -69,6 +102,12 @@ class WorkerMetrics:
         self.steps = Counter(
             "durable_steps", "Steps executed (replays, sleeps and waits are not).", ["function"], registry=self.registry
         )
+        self.replay_divergences = Counter(
+            "durable_replay_divergences",
+            "Attempts whose replay executed a step while the journal held steps it never asked for.",
+            ["function"],
+            registry=self.registry,
+        )
         self.attempt_duration = Histogram(
             "durable_attempt_duration_seconds",
             "How long attempts ran, from their start to their outcome.",
@@ -88,7 +127,8 @@ class WorkerMetrics:
             "Runs the reconciler found in a state that must not exist, and repaired.",
             registry=self.registry,
         )
-        self._gauges = _Gauges()
+        self.queue_label = QueueLabels()
+        self._gauges = _Gauges(self.queue_label)
         self.registry.register(self._gauges)
         self._server: WSGIServer | None = None
         # The labelled series, looked up once each: labels() costs more than the increment it precedes.
@@ -107,10 +147,13 @@ class WorkerMetrics:
         # One sample per attempt that runs: from when its run became due to the claim that took it.
         if attempt.due_since is not None:
             lag = (attempt.database_now - attempt.due_since).total_seconds()
-            self._labelled(self.queue_lag, attempt.run.queue).observe(max(lag, 0.0))
+            self._labelled(self.queue_lag, self.queue_label(attempt.run.queue)).observe(max(lag, 0.0))
 
     def step_executed(self, attempt: Attempt) -> None:
         self._labelled(self.steps, attempt.run.name).inc()
+
+    def replay_diverged(self, attempt: Attempt) -> None:
+        self._labelled(self.replay_divergences, attempt.run.name).inc()
 
     def attempt_ended(self, attempt: Attempt, outcome: str | None, seconds: float) -> None:
         function = attempt.run.name
@@ -135,8 +178,8 @@ class WorkerMetrics:
         Raises:
             OSError: the port cannot be bound (in use, or not allowed).
         """
-        self._server, _ = start_http_server(port, addr=address, registry=self.registry)
-        logger.info("serving metrics on http://%s:%d/metrics", address or "0.0.0.0", port)
+        self._server = metrics_http.start(address, port, self.registry)
+        logger.info("serving metrics on http://%s:%d%s", address, port, metrics_http.METRICS_PATH)
 
     def close(self) -> None:
         """Stop serving and free the port; the metrics leave the registry."""
@@ -159,8 +202,9 @@ class WorkerMetrics:
 class _Gauges(Collector):
     """``durable_worker_slots{state}`` from the pool, and ``durable_runs{status,queue}`` from the database."""
 
-    def __init__(self) -> None:
+    def __init__(self, queue_label: QueueLabels) -> None:
         self.pool: SlotPool | None = None
+        self._queue_label = queue_label
         self._lock = threading.Lock()
         self._runs: dict[tuple[str, str], int] = {}
         self._read_at: float | None = None
@@ -182,7 +226,11 @@ class _Gauges(Collector):
             "Runs by status and queue: exact for a live status with few runs, else PostgreSQL's estimate.",
             labels=["status", "queue"],
         )
-        for (status, queue), count in sorted(self._runs_by_status_and_queue().items()):
+        by_label: dict[tuple[str, str], int] = {}
+        for (status, queue), count in self._runs_by_status_and_queue().items():
+            key = (status, self._queue_label(queue))
+            by_label[key] = by_label.get(key, 0) + count
+        for (status, queue), count in sorted(by_label.items()):
             runs.add_metric([status, queue], count)
         yield runs
 
@@ -193,9 +241,13 @@ class _Gauges(Collector):
             if self._read_at is None or now - self._read_at >= durable_settings.POLL_SECONDS:
                 self._read_at = now
                 try:
-                    self._runs = lifecycle.runs_by_status_and_queue()
-                except DatabaseError as exc:
-                    logger.warning("metrics: could not read the runs by status and queue (%s); keeping the last", exc)
+                    with Recovering() as failure:
+                        self._runs = lifecycle.runs_by_status_and_queue()
+                    if failure.error is not None:
+                        logger.warning(
+                            "metrics: could not read the runs by status and queue (%s); keeping the last",
+                            failure.error,
+                        )
                 finally:
                     # Each scrape comes on a thread of its own: its connection must not outlive it.
                     connections.close_all()

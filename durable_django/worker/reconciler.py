@@ -7,12 +7,13 @@ import random
 import threading
 from collections.abc import Callable
 
-from django.db import DatabaseError, connections
+from django.db import connections
 
 from .. import faults
 from ..conf import durable_settings
 from ..engine import lifecycle
 from ..engine.reconciler import Reconciler, Repair
+from .recovery import Recovering
 
 logger = logging.getLogger("durable_django.reconciler")
 
@@ -41,16 +42,17 @@ class ReconcilerThread(threading.Thread):
             while not self.halt.wait(wait):
                 wait = durable_settings.RECONCILE_SECONDS * random.uniform(0.9, 1.1)
                 try:
-                    faults.reach("reconciler.pass")
-                    with lifecycle.engine_connection():
-                        repairs = self.reconciler.run_pass()
-                    self.on_repairs(repairs)
-                    retry = RETRY_SECONDS
-                except DatabaseError as exc:
-                    lifecycle.reset_connection()
-                    wait = min(wait, retry)
-                    retry *= 2
-                    logger.warning("reconciler: pass failed (%s); trying again in %.0fs", exc, wait)
+                    with Recovering() as failure:
+                        faults.reach("reconciler.pass")
+                        with lifecycle.engine_connection():
+                            repairs = self.reconciler.run_pass()
+                    if failure.error is None:
+                        self.on_repairs(repairs)
+                        retry = RETRY_SECONDS
+                    else:
+                        wait = min(wait, retry)
+                        retry *= 2
+                        logger.warning("reconciler: pass failed (%s); trying again in %.0fs", failure.error, wait)
                 except Exception:  # the reconciler must outlive any error in one pass
                     logger.exception("reconciler: pass failed; trying again at the next")
         finally:

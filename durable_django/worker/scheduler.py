@@ -16,7 +16,8 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from django.db import DatabaseError, connections
+from django.db import connections
+from django.utils.translation import gettext, ngettext
 
 from ..api import schedules as api_schedules
 from ..conf import durable_settings
@@ -24,9 +25,11 @@ from ..engine import lifecycle, retention
 from ..engine import schedules as engine_schedules
 from ..exceptions import InvalidInput
 from ..registry import registry
-from ..values import seconds
+from ..storable import seconds
+from .recovery import Recovering
 
 if TYPE_CHECKING:  # the loop starts this thread: importing it at run time would be a cycle
+    from ..engine.schedules import Fired
     from .loop import WorkerOptions
 
 logger = logging.getLogger("durable_django.scheduler")
@@ -70,12 +73,11 @@ class SchedulerThread(threading.Thread):
         try:
             while not self.halt_event.is_set():
                 try:
-                    with lifecycle.engine_connection():
+                    with Recovering() as failure, lifecycle.engine_connection():
                         wait = self.step()
-                except DatabaseError as exc:
-                    wait = self._back_off()
-                    logger.warning("scheduler: database error (%s); retrying in %.1fs", exc, wait)
-                    lifecycle.reset_connection()
+                    if failure.error is not None:
+                        wait = self._back_off()
+                        logger.warning("scheduler: database error (%s); retrying in %.1fs", failure.error, wait)
                 except Exception:  # the scheduler must outlive a bug in one pass
                     logger.exception("scheduler: unexpected error; retrying in %.0fs", MAX_WAIT_SECONDS)
                     wait = MAX_WAIT_SECONDS
@@ -92,6 +94,7 @@ class SchedulerThread(threading.Thread):
         """
         if self._sync_pending:
             self._sync_settings()
+        self._pause_failed_schedules()
         refused = self._fire_due()
         self._purge_if_due()
         if refused:
@@ -119,15 +122,7 @@ class SchedulerThread(threading.Thread):
             for outcome in fired:
                 schedule = outcome.schedule
                 if outcome.error is None:
-                    assert outcome.run is not None, "a fire that raised nothing enqueued its run"
-                    logger.info(
-                        "schedule %s fired its tick %s with run %s (%s)",
-                        schedule.schedule_id,
-                        schedule.next_fire_at.isoformat(),
-                        outcome.run.run_id,
-                        schedule.name,
-                        extra={"run_id": outcome.run.run_id, "function": outcome.run.name},
-                    )
+                    self._log_ticks(outcome)
                 elif outcome.postponed:
                     logger.error(
                         "schedule %s (tenant %s) could not fire (%s: %s); postponed by %s",
@@ -152,6 +147,35 @@ class SchedulerThread(threading.Thread):
                 break
         return bool(refused)
 
+    @staticmethod
+    def _log_ticks(outcome: Fired) -> None:
+        schedule = outcome.schedule
+        for tick in outcome.ticks:
+            if tick.run is not None and tick.action == "fired":
+                logger.info(
+                    "schedule %s fired its tick %s with run %s (%s)",
+                    schedule.schedule_id,
+                    tick.tick.isoformat(),
+                    tick.run.run_id,
+                    schedule.name,
+                    extra={"run_id": tick.run.run_id, "function": tick.run.name},
+                )
+            else:
+                logger.info(
+                    "schedule %s: tick %s %s (overlap %s)",
+                    schedule.schedule_id,
+                    tick.tick.isoformat(),
+                    {"skipped": "skipped", "buffered": "waits for the live run", "existed": "had a run already"}.get(
+                        tick.action, tick.action
+                    ),
+                    schedule.overlap,
+                )
+
+    def _pause_failed_schedules(self) -> None:
+        """Pause the schedules with pause_on_failure whose run failed, before anything fires again."""
+        for stored_id, reason in engine_schedules.settle_ended_runs():
+            logger.warning("schedule %s paused itself: %s", stored_id, reason)
+
     def _purge_if_due(self) -> None:
         purge_after = seconds(durable_settings.PURGE_AFTER, what='DURABLE["PURGE_AFTER"]')
         if purge_after is None or time.monotonic() < self._next_purge:
@@ -160,35 +184,53 @@ class SchedulerThread(threading.Thread):
         cutoff = lifecycle.database_now() - timedelta(seconds=purge_after)
         deleted = retention.purge_unless_another_worker_is(cutoff, PURGE_BATCH)
         if deleted is not None:  # None: another worker's turn
-            logger.info("purged %d finished run(s) older than %ss", deleted, purge_after)
+            logger.info(
+                ngettext(
+                    "purged %(count)d finished run older than %(seconds)gs",
+                    "purged %(count)d finished runs older than %(seconds)gs",
+                    deleted,
+                ),
+                {"count": deleted, "seconds": purge_after},
+            )
 
     def _sync_settings(self) -> None:
         """Sync DURABLE["SCHEDULES"]; a failed sync is logged and tried again next pass, and never holds up firing."""
         try:
-            upserted, deleted, invalid = engine_schedules.sync_settings_schedules(durable_settings.SCHEDULES)
+            with Recovering() as failure:
+                upserted, deleted, invalid = engine_schedules.sync_settings_schedules(durable_settings.SCHEDULES)
         except InvalidInput as exc:
             # The setting itself is malformed: nothing changes that until the worker restarts.
             logger.error("scheduler: settings not synced: %s", exc)
             self._sync_pending = False
-            return
-        except DatabaseError as exc:
-            logger.warning("scheduler: settings sync failed (%s); retrying at the next pass", exc)
-            lifecycle.reset_connection()
             return
         except Exception:  # the schedules already stored must fire all the same
             logger.exception("scheduler: settings sync failed; retrying at the next pass")
             return
         finally:
             self.synced.set()
+        if failure.error is not None:
+            logger.warning("scheduler: settings sync failed (%s); retrying at the next pass", failure.error)
+            return
         self._sync_pending = False
         for schedule_id, error in invalid.items():
             logger.error('DURABLE["SCHEDULES"][%r] is invalid and was not synced: %s', schedule_id, error)
-        if upserted or deleted:
+        if upserted:
             logger.info(
-                "synced %d schedule(s) from settings; removed %d no longer declared: %s",
-                len(upserted),
-                len(deleted),
-                ", ".join(deleted) or "-",
+                ngettext(
+                    "synced %(count)d schedule from settings",
+                    "synced %(count)d schedules from settings",
+                    len(upserted),
+                ),
+                {"count": len(upserted)},
+            )
+        if deleted:
+            logger.info(
+                ngettext(
+                    "removed %(count)d schedule no longer declared in settings: %(ids)s",
+                    "removed %(count)d schedules no longer declared in settings: %(ids)s",
+                    len(deleted),
+                ),
+                {"count": len(deleted), "ids": ", ".join(_as_declared(stored) for stored in deleted)},
             )
         for schedule in api_schedules.list_schedules(tenant_id=self.tenant_id):
             if schedule.enabled and not registry.knows(schedule.name):
@@ -197,3 +239,13 @@ class SchedulerThread(threading.Thread):
                     schedule.schedule_id,
                     schedule.name,
                 )
+
+
+def _as_declared(stored: str) -> str:
+    """A stored schedule id as settings declare it: the id, and its tenant when it has one."""
+    tenant, _, schedule_id = stored.partition(":")
+    return (
+        gettext("%(schedule_id)s (tenant %(tenant)s)") % {"schedule_id": schedule_id, "tenant": tenant}
+        if tenant
+        else schedule_id
+    )

@@ -24,12 +24,12 @@ class Stats:
     def count(self, outcome: Outcome) -> None:
         self.outcomes[outcome.value] = self.outcomes.get(outcome.value, 0) + 1
 
-    def log_summary(self, *, running: int, stuck_threads: int) -> None:
+    def log_summary(self, *, running: int, stuck_threads: int, paused: str) -> None:
         elapsed = max(time.monotonic() - self.started, 1e-9)
         outcomes = self.outcomes
         logger.info(
             "summary: claimed %d, running %d, succeeded %d, failed %d, retrying %d, suspended %d, "
-            "cancelled %d, repaired %d, timed out %d, past deadline %d, stuck threads %d, %.1f runs/s",
+            "cancelled %d, repaired %d, timed out %d, past deadline %d, stuck threads %d, %.1f runs/s, paused: %s",
             self.claimed,
             running,
             outcomes.get("succeeded", 0),
@@ -42,4 +42,5 @@ class Stats:
             self.expired,
             stuck_threads,
             sum(outcomes.values()) / elapsed,
+            paused,
         )
