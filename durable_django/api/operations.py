@@ -15,6 +15,7 @@ from ..engine import submit
 from ..engine.health import CheckResult, UnservedVersion
 from ..exceptions import InvalidInput, RunNotFound
 from ..registry import TASK_PATH_VERSION
+from ..storable import count, name, seconds
 from ..store import flow as flow_store
 from ..store import overview as overview_store
 from ..store.flow import LimitState
@@ -37,9 +38,12 @@ __all__ = [
 ]
 
 
-def retry_as_new_run(run_id: str | UUID, *, tenant_id: str | UUID | None = None) -> Run:
+def retry_as_new_run(
+    run_id: str | UUID, *, tenant_id: str | UUID | None = None, idempotency_key: str | None = None
+) -> Run:
     """Submit a finished run again as a new run: same function, version, input, tenant, queue, priority and
-    retry policy, an empty journal. Keys are not carried over (they would join the old run).
+    retry policy, an empty journal. Keys are not carried over (they would join the old run);
+    ``idempotency_key`` gives the new run one (a retry asked twice with it makes one run).
 
     Raises:
         RunNotFound: no such run is visible to ``tenant_id``.
@@ -54,7 +58,13 @@ def retry_as_new_run(run_id: str | UUID, *, tenant_id: str | UUID | None = None)
         )
     if run.version == TASK_PATH_VERSION:
         params = submit.build_task_run(
-            run.name, run.input, queue=run.queue, priority=run.priority, available_at=None, retry=run.retry_policy
+            run.name,
+            run.input,
+            queue=run.queue,
+            priority=run.priority,
+            available_at=None,
+            retry=run.retry_policy,
+            idempotency_key=idempotency_key,
         )
     else:
         params = submit.build(
@@ -65,6 +75,7 @@ def retry_as_new_run(run_id: str | UUID, *, tenant_id: str | UUID | None = None)
             queue=run.queue,
             priority=run.priority,
             retry=run.retry_policy,
+            idempotency_key=idempotency_key,
         )
     return submit.insert_or_join(params)
 
@@ -76,27 +87,30 @@ def overview() -> Overview:
 
 def known_tenants(*, limit: int = 1000) -> list[str]:
     """Tenant ids that own at least one run, in id order, at most ``limit`` of them (an index probe each)."""
-    return overview_store.known_tenants(limit=limit, using=durable_settings.read_database)
+    return overview_store.known_tenants(limit=count(limit, what="limit"), using=durable_settings.read_database)
 
 
 def held_by_limits(*, keys: int = 20) -> list[LimitState]:
     """The limit keys holding most due runs back, most first, each with how many it holds and how many run
     under it; reads a bounded number of held runs (a count past 10,000 is a floor)."""
-    return flow_store.held_by_key(keys=keys, using=durable_settings.read_database)
+    return flow_store.held_by_key(keys=count(keys, what="keys"), using=durable_settings.read_database)
 
 
 def limit_state(key: str) -> LimitState:
     """How many runs one limit key (a ``Run.held_by`` value) holds back and how many run under it now."""
-    return flow_store.key_state(key)
+    return flow_store.key_state(name(key, what="a limit key"))
 
 
-def health(*, max_oldest_pending: float | None = None) -> list[CheckResult]:
-    """The health checks, one result each: database, migrations, workers, [oldest-pending,] stranded, versions.
+def health(*, max_oldest_pending: float | None = None, max_parked: int | None = None) -> list[CheckResult]:
+    """The health checks, one result each: database, migrations, workers, [oldest-pending,] stranded, versions,
+    parked.
 
     Args:
         max_oldest_pending: seconds a due run may wait to be claimed; None leaves that check out.
+        max_parked: how many parked runs pass; None: parked runs are counted, never failed.
     """
-    return health_engine.run_checks(max_oldest_pending=max_oldest_pending)
+    seconds(max_oldest_pending, what="max_oldest_pending")
+    return health_engine.run_checks(max_oldest_pending=max_oldest_pending, max_parked=max_parked)
 
 
 def versions_overview() -> tuple[dict[str, list[int]], list[UnservedVersion]]:

@@ -14,17 +14,19 @@ from uuid import UUID
 
 from django.utils import timezone
 
-from ..engine import retention, submit, submit_many
+from .. import storable
+from ..engine import retention, signalling, submit, submit_many
 from ..exceptions import InvalidInput, RunNotFound
-from ..limits import Debounce
+from ..flow_control import Debounce
 from ..states import CancelOutcome, RunStatus
+from ..storable import integer, json_text, seconds
 from ..store import cancellation
 from ..store import runs as run_store
 from ..store import waits as wait_store
 from ..store.sessions import watching_landings
 from ..tenancy import normalize_tenant
 from ..types import Run, RunPage
-from ..values import integer, json_text, seconds, text
+from .forks import check_version
 
 
 def enqueue(
@@ -138,7 +140,7 @@ def run_id_of(run_id: object) -> str:
     """A run id as callers pass it (a UUID or its text), validated."""
     if run_id is None:
         raise InvalidInput("invalid run id None")
-    return text(str(run_id), what="a run id")
+    return storable.name(str(run_id), what="a run id")
 
 
 def get_run(run_id: str | UUID, *, tenant_id: str | UUID | None = None) -> Run | None:
@@ -155,6 +157,8 @@ def cancel(run_id: str | UUID, *, tenant_id: str | UUID | None = None) -> Cancel
     outcome = cancellation.cancel(run_id_of(run_id), normalize_tenant(tenant_id))
     if outcome is None:
         raise RunNotFound(f"no run {run_id}", run_id=str(run_id))
+    if outcome is CancelOutcome.CANCELLED:
+        signalling.run_finished_by_id(run_id_of(run_id))
     return outcome
 
 
@@ -171,27 +175,39 @@ def emit_signal(
     Raises:
         RunNotFound: no such run is visible to ``tenant_id``.
     """
-    text(signal, what="a signal name")
+    storable.name(signal, what="a signal name")
     integer(occurrence, what="occurrence", minimum=0)
     value_json = json_text(value, what="signal value")
     return wait_store.emit_signal(run_id_of(run_id), signal, occurrence, value_json, normalize_tenant(tenant_id))
 
 
-def resume(run_id: str | UUID, *, tenant_id: str | UUID | None = None) -> Run:
-    """Put a failed or cancelled run back to pending, journal intact, with a fresh failure budget.
+def resume(run_id: str | UUID, *, version: int | None = None, tenant_id: str | UUID | None = None) -> Run:
+    """Put a failed, cancelled or parked run back to pending, journal intact, with a fresh failure budget.
+
+    Args:
+        version: resume on this version of its function (its journal re-keyed to it, so the new code
+            replays it); its own version by default.
 
     Raises:
         RunNotFound: no such run is visible to ``tenant_id``.
         InvalidInput: the run is live or succeeded, or it is a child whose parent has finished.
+        UnknownFunction: nobody registers ``version``.
     """
     run_id, tenant = run_id_of(run_id), normalize_tenant(tenant_id)
-    run = run_store.resume(run_id, tenant)
+    if version is not None:
+        current = run_store.get_run(run_id, tenant)
+        if current is None:
+            raise RunNotFound(f"no run {run_id}", run_id=run_id)
+        version = check_version(current.name, version)
+    run = run_store.resume(run_id, tenant, version=version)
     if run is not None:
         return run
     current = run_store.get_run(run_id, tenant)
     if current is None:
         raise RunNotFound(f"no run {run_id}", run_id=run_id)
-    raise InvalidInput(f"run {run_id} is {current.status}; only failed or cancelled runs can be resumed", run_id=run_id)
+    raise InvalidInput(
+        f"run {run_id} is {current.status}; only failed, cancelled or parked runs can be resumed", run_id=run_id
+    )
 
 
 def wait_for_result(
@@ -240,15 +256,23 @@ def list_runs(
     tenant_id: str | UUID | None = None,
     limit: int = 50,
     cursor: str | None = None,
+    input_contains: object = None,
 ) -> RunPage:
-    """A page of runs, newest first; pass ``next_cursor`` back for the next page."""
+    """A page of runs, newest first; pass ``next_cursor`` back for the next page.
+
+    Args:
+        input_contains: only runs whose input contains this JSON value (PostgreSQL's jsonb ``@>``:
+            ``{"customer": 42}`` finds every input with that key and value, among others), served by an index.
+    """
     if status is not None and status not in RunStatus.values:
         raise InvalidInput(f"unknown status {status!r}")
     if name is not None:
-        text(name, what="name")
+        storable.name(name, what="name")
     integer(limit, what="limit", minimum=1, maximum=1000)
     after = run_store.decode_cursor(cursor) if cursor else None
+    contains = None if input_contains is None else json_text(input_contains, what="input_contains")
     items, next_cursor = run_store.list_runs(
+        input_contains=contains,
         status=status,
         name=name,
         tenant_id=normalize_tenant(tenant_id),

@@ -7,13 +7,16 @@ the caller's transaction on the ``DURABLE["DATABASE"]`` alias. Semantics
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from uuid import UUID
 
 from ..engine import schedules as engine_schedules
 from ..exceptions import InvalidInput
+from ..storable import integer
+from ..store import schedule_runs as schedule_run_store
 from ..store import schedules as schedule_store
 from ..tenancy import normalize_tenant
-from ..types import Run, Schedule
+from ..types import Run, Schedule, ScheduleRunRecord
 
 SETTINGS_SOURCE = engine_schedules.SETTINGS_SOURCE
 
@@ -27,6 +30,10 @@ def schedule(
     tz: str = "UTC",
     tenant_id: str | UUID | None = None,
     enabled: bool = True,
+    overlap: str = "allow_all",
+    catchup_window: timedelta | float | None = None,
+    jitter: timedelta | float | None = None,
+    pause_on_failure: bool = False,
 ) -> Schedule:
     """Create or update a cron schedule that enqueues ``name`` at every tick.
 
@@ -43,6 +50,13 @@ def schedule(
         tz: the IANA zone the cron's wall-clock times are read in.
         tenant_id: a UUID scoping the id and the runs; None is the untagged namespace.
         enabled: a disabled schedule keeps its row and fires nothing.
+        overlap: what a tick does while a run of the schedule is live: ``"allow_all"`` (a run per
+            tick), ``"skip"`` (no run), ``"buffer_one"`` (one run waits for the live one to end;
+            later ticks are skipped meanwhile) or ``"cancel_previous"`` (the live run is cancelled).
+        catchup_window: after downtime, every tick missed within this window fires, oldest first;
+            None fires the one owed tick.
+        jitter: each tick's run is due at a random instant within this after its tick.
+        pause_on_failure: a failed run of the schedule disables it, the reason kept in ``paused_reason``.
 
     Returns:
         The stored schedule.
@@ -61,6 +75,10 @@ def schedule(
         tenant_id=tenant_id,
         enabled=enabled,
         source=engine_schedules.API_SOURCE,
+        overlap=overlap,
+        catchup_window=catchup_window,
+        jitter=jitter,
+        pause_on_failure=pause_on_failure,
     )
     return engine_schedules.upsert(params, keep_disabled=False)
 
@@ -74,6 +92,10 @@ def create_schedule(
     tz: str = "UTC",
     tenant_id: str | UUID | None = None,
     enabled: bool = True,
+    overlap: str = "allow_all",
+    catchup_window: timedelta | float | None = None,
+    jitter: timedelta | float | None = None,
+    pause_on_failure: bool = False,
 ) -> Schedule:
     """Like ``schedule()``, but only ever a new schedule: an id already taken in the tenant is refused.
 
@@ -89,6 +111,10 @@ def create_schedule(
         tenant_id=tenant_id,
         enabled=enabled,
         source=engine_schedules.API_SOURCE,
+        overlap=overlap,
+        catchup_window=catchup_window,
+        jitter=jitter,
+        pause_on_failure=pause_on_failure,
     )
     created = engine_schedules.create(params)
     if created is None:
@@ -141,3 +167,29 @@ def fire_schedule_now(schedule_id: str, *, tenant_id: str | UUID | None = None) 
         UnknownFunction: this process has no function of the schedule's name.
     """
     return engine_schedules.fire_now(engine_schedules.stored_id(schedule_id, tenant_id), schedule_id)
+
+
+def backfill(schedule_id: str, start: datetime, end: datetime, *, tenant_id: str | UUID | None = None) -> list[Run]:
+    """Fire the schedule's ticks at or after ``start`` and before ``end``, oldest first.
+
+    Each tick fires at most once, whoever else fires or backfills it: a tick that has a run
+    already is left alone. The schedule's overlap policy decides each tick as if it came now;
+    enabled or not, the schedule's regular ticks stay as they are.
+
+    Returns:
+        The runs this call made, oldest tick first.
+
+    Raises:
+        InvalidInput: no such schedule in this tenant's namespace, an instant that is naive, before
+            1970 or (``end``) in the future, ``start`` not before ``end``, or too many ticks; nothing
+            is written.
+        UnknownFunction: this process has no function of the schedule's name.
+    """
+    return engine_schedules.backfill(engine_schedules.stored_id(schedule_id, tenant_id), schedule_id, start, end)
+
+
+def schedule_runs(schedule_id: str, *, limit: int = 10, tenant_id: str | UUID | None = None) -> list[ScheduleRunRecord]:
+    """The last ``limit`` runs the schedule made, newest first, with their status now."""
+    return schedule_run_store.recent(
+        engine_schedules.stored_id(schedule_id, tenant_id), integer(limit, what="limit", minimum=1, maximum=1000)
+    )

@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from ..engine import submit
+from ..exceptions import InvalidInput
 from ..registry import TASK_PATH_VERSION
+from ..storable import name
 from ..store import task_results
 from ..store.task_results import RunWithJournal
 from ..types import RetryPolicy, Run
@@ -29,5 +31,12 @@ def enqueue(
 
 
 def get(run_id: str) -> RunWithJournal | None:
-    """The task run ``run_id`` with its latest claim time and journal; None if there is no such task run."""
-    return task_results.get_run_with_journal(run_id, version=TASK_PATH_VERSION)
+    """The task run ``run_id`` with its latest claim time and journal; None if there is no such task run.
+
+    An id no run can have (not a storable name: from a URL, it may hold anything) is no such task run.
+    """
+    try:
+        valid_id = name(run_id, what="a task result id")
+    except InvalidInput:
+        return None
+    return task_results.get_run_with_journal(valid_id, version=TASK_PATH_VERSION)
