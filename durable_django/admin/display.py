@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.contrib.admin.utils import quote
 from django.db.models import Func, TextField
@@ -19,6 +19,8 @@ from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from ..journal_ids import WaitingFor
 from ..models import Run
@@ -55,7 +57,10 @@ def cut_text(text: str | None, chars: int | None) -> str | None:
     """A value read cut by PostgreSQL, with what was cut announced (``chars`` is None only with ``text``)."""
     if text is None or chars is None or chars <= len(text):
         return text
-    return f"{text}\n… cut here: {chars - len(text):,} more characters (the record keeps all of them)"
+    cut = _("… cut here: %(count)s more characters (the record keeps all of them)") % {
+        "count": f"{chars - len(text):,}"
+    }
+    return f"{text}\n{cut}"
 
 
 def error_excerpt() -> dict[str, Func]:
@@ -77,7 +82,8 @@ def cut_error(head: str | None, tail: str | None, chars: int | None) -> str | No
     missing = chars - len(head) - len(tail)
     if missing <= 0:
         return head + tail[-missing:]
-    return f"{head}\n\n… {missing:,} characters cut here …\n\n{tail}"
+    cut = _("… %(count)s characters cut here …") % {"count": f"{missing:,}"}
+    return f"{head}\n\n{cut}\n\n{tail}"
 
 
 def shorten(text: str) -> str:
@@ -110,17 +116,47 @@ def compact_duration(delta: timedelta) -> str:
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
     if days:
-        return f"{days}d {hours}h"
+        return _("%(days)sd %(hours)sh") % {"days": days, "hours": hours}
     if hours:
-        return f"{hours}h {minutes}m"
+        return _("%(hours)sh %(minutes)sm") % {"hours": hours, "minutes": minutes}
     if minutes:
-        return f"{minutes}m {secs}s"
-    return f"{secs}s"
+        return _("%(minutes)sm %(seconds)ss") % {"minutes": minutes, "seconds": secs}
+    return _("%(seconds)ss") % {"seconds": secs}
 
 
 def moment(when: datetime) -> str:
-    """A datetime in the admin's zone, to the second: operators compare moments closely."""
-    return date_format(timezone.localtime(when), "Y-m-d H:i:s")
+    """A datetime in the admin's zone, to the second: operators compare moments closely.
+
+    An instant so near year 1 or 9999 that the zone's offset takes it out of Python's range is shown in
+    UTC (and says so): a page shows whatever the table holds.
+    """
+    try:
+        return date_format(timezone.localtime(when), "Y-m-d H:i:s")
+    except OverflowError:
+        return date_format(when.astimezone(UTC), "Y-m-d H:i:s") + " UTC"
+
+
+# A run's status and an attempt's outcome as the admin writes them in lower case, translated; a stored value
+# outside these is shown as it is.
+_WORDS = {
+    "pending": gettext_lazy("pending"),
+    "running": gettext_lazy("running"),
+    "waiting": gettext_lazy("waiting"),
+    "succeeded": gettext_lazy("succeeded"),
+    "failed": gettext_lazy("failed"),
+    "cancelled": gettext_lazy("cancelled"),
+    "retrying": gettext_lazy("retrying"),
+    "suspended": gettext_lazy("suspended"),
+    "released": gettext_lazy("released"),
+    "lost": gettext_lazy("lost"),
+    "timed_out": gettext_lazy("timed_out"),
+}
+
+
+def outcome_word(value: str) -> str:
+    """A run's status or an attempt's outcome in the reader's language (lower case, as listings show it)."""
+    word = _WORDS.get(value)
+    return value if word is None else str(word)
 
 
 def status_badge(status: str) -> SafeString:
@@ -144,9 +180,15 @@ def describe_deadline(run: Run) -> str | None:
     if run.status not in LIVE_STATUSES:
         return moment(run.deadline)
     if left.total_seconds() >= 0:
-        return format_html('<span title="{}">in {}</span>', moment(run.deadline), compact_duration(left))
+        return format_html(
+            '<span title="{}">{}</span>',
+            moment(run.deadline),
+            _("in %(duration)s") % {"duration": compact_duration(left)},
+        )
     return format_html(
-        '<span class="durable-expired" title="{}">passed {} ago</span>', moment(run.deadline), compact_duration(left)
+        '<span class="durable-expired" title="{}">{}</span>',
+        moment(run.deadline),
+        _("passed %(duration)s ago") % {"duration": compact_duration(left)},
     )
 
 
@@ -159,27 +201,29 @@ def describe_wait(run: Run) -> str | None:
         except ValueError:
             return run.waiting_for
         if waiting_for.kind == WaitingFor.SLEEP:
-            return format_html("sleep until {}", moment(until)) if until else "sleep"
+            return format_html(_("sleep until {}"), moment(until)) if until else _("sleep")
+        if waiting_for.kind == WaitingFor.OPERATOR:
+            return _("an operator: parked, its retries ran out (resume or cancel it)")
         if waiting_for.kind == WaitingFor.SIGNAL:
             name = shorten(waiting_for.target)
             text = (
-                format_html("signal “{}”", name)
+                format_html(_("signal “{}”"), name)
                 if waiting_for.occurrence == 0
-                else format_html("signal “{}” #{}", name, waiting_for.occurrence)
+                else format_html(_("signal “{}” #{}"), name, waiting_for.occurrence)
             )
-            return format_html("{} (timeout {})", text, moment(until)) if until else text
+            return format_html(_("{} (timeout {})"), text, moment(until)) if until else text
         if waiting_for.kind == WaitingFor.CHILDREN:
             if waiting_for.target == WaitingFor.ALL:
-                text = format_html("all its awaited children ({} to land)", run.awaiting_children)
+                text = format_html(_("all its awaited children ({} to land)"), run.awaiting_children)
             else:
-                text = SafeString("the first of its awaited children to land")
-            return format_html("{} (timeout {})", text, moment(until)) if until else text
+                text = format_html("{}", _("the first of its awaited children to land"))
+            return format_html(_("{} (timeout {})"), text, moment(until)) if until else text
         child = waiting_for.target
-        return format_html("child {}", run_link(child, child[:8] + "…"))
+        return format_html(_("child {}"), run_link(child, child[:8] + "…"))
     if run.status == RunStatus.PENDING and until and until > timezone.now():
-        return format_html("not before {}", moment(until))
+        return format_html(_("not before {}"), moment(until))
     if run.status == RunStatus.RUNNING and run.attempt_started_at is None:
-        return "claimed, waiting for a slot"
+        return _("claimed, waiting for a slot")
     if run.status == RunStatus.RUNNING and run.cancel_requested_at and not run.pivoted_at:
-        return "cancel requested"
+        return _("cancel requested")
     return None

@@ -25,17 +25,22 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 
+from ..api import bulk as bulk_api
 from ..api import operations as api_operations
 from ..models import Run
 from ..states import RunStatus
 from ..tenancy import unscope
-from . import operations
+from . import bulk, operations, run_columns, search
 from .base import DurableModelAdmin, operation_action
+from .control import ALL_RUN_OPERATIONS
 from .display import compact_duration, describe_deadline, describe_wait, moment, run_url, shorten, status_badge
-from .filters import FunctionFilter, HeldByFilter, ParentFilter, TenantFilter, tenant_uuid
+from .filters import FunctionFilter, HeldByFilter, ParentFilter, ParkedFilter, TenantFilter, searchable, tenant_uuid
 from .pagination import EstimatedCountPaginator
-from .run_page import run_page_context
+from .run_chart import live_context
+from .run_page import run_page_context, shown_fields
 
 # Tenants whose key prefixes a search tries (each costs an index probe).
 MAX_TENANTS = 1000
@@ -65,30 +70,32 @@ class RunChangeList(ChangeList):
 
 @admin.register(Run)
 class RunAdmin(DurableModelAdmin[Run]):
+    # What an operator reads first, each cell short, so the listing fits a laptop's window without scrolling
+    # sideways (run_columns); the lease, wait, limit, deadline and progress share the "now" column.
     list_display = (
-        "run_id",
+        run_columns.short_id,
         "colored_status",
         "function",
-        "attempts_display",
-        "progress_display",
-        "age",
-        "lease",
-        "waiting",
-        "held_by_display",
-        "deadline_display",
-        "tenant",
-        "created",
+        run_columns.claims,
+        run_columns.when,
+        "now",
+        run_columns.queue_and_tenant,
     )
+    list_display_links = (run_columns.short_id,)
     list_filter = (
         "status",
         FunctionFilter,
         TenantFilter,
         HeldByFilter,
+        ParkedFilter,
         ("created_at", admin.DateFieldListFilter),
         ParentFilter,
     )
     search_fields = ("run_id",)
-    search_help_text = "An exact run id, idempotency key or coalesce key (as it was passed, without a tenant prefix)."
+    search_help_text = gettext_lazy(
+        "An exact run id, idempotency key or coalesce key (as it was passed, without a tenant prefix); or "
+        'input terms: input.customer=42 input.address.city="Berlin".'
+    )
     # The listing index's order; no other sort is offered, so no page sorts the table.
     ordering = ("-created_at", "-run_id")
     sortable_by = ()
@@ -96,7 +103,11 @@ class RunAdmin(DurableModelAdmin[Run]):
     show_facets = admin.ShowFacets.NEVER
     paginator = EstimatedCountPaginator
     list_per_page = 100
-    actions = [operation_action(operations.RUN_OPERATIONS, key, "runs") for key in operations.RUN_OPERATIONS]
+    actions = [
+        operation_action(ALL_RUN_OPERATIONS, key, "runs")
+        for key, operation in ALL_RUN_OPERATIONS.items()
+        if operation.bulk
+    ]
     readonly_fields = (
         "run_id",
         "function",
@@ -119,7 +130,7 @@ class RunAdmin(DurableModelAdmin[Run]):
 
     class Media:
         css = {"all": ["durable_django/admin.css"]}
-        js = ["durable_django/autorefresh.js"]
+        js = ["durable_django/autorefresh.js", "durable_django/live_run.js"]
 
     # -- read only ---------------------------------------------------------
 
@@ -141,6 +152,15 @@ class RunAdmin(DurableModelAdmin[Run]):
     def has_signal_permission(self, request: HttpRequest, obj: Run | None = None) -> bool:
         return request.user.has_perm("durable_django.signal_run")
 
+    def has_pause_permission(self, request: HttpRequest, obj: Run | None = None) -> bool:
+        return request.user.has_perm("durable_django.pause_run")
+
+    def has_fork_permission(self, request: HttpRequest, obj: Run | None = None) -> bool:
+        return request.user.has_perm("durable_django.fork_run")
+
+    def has_resume_on_version_permission(self, request: HttpRequest, obj: Run | None = None) -> bool:
+        return request.user.has_perm("durable_django.resume_run_on_version")
+
     # -- listing -----------------------------------------------------------
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
@@ -152,7 +172,8 @@ class RunAdmin(DurableModelAdmin[Run]):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Run], search_term: str
     ) -> tuple[QuerySet[Run], bool]:
-        """Exact matches only: the run id, or a key as the user passed it under any tenant's prefix.
+        """Exact matches only: the run id, or a key as the user passed it under any tenant's prefix; or
+        ``input.a.b=value`` terms, which the input must contain (see ``search``).
 
         Keys are stored as ``{tenant_id}:{key}``; the candidates are the key under
         the untagged prefix and under each tenant that owns runs (the first
@@ -161,6 +182,10 @@ class RunAdmin(DurableModelAdmin[Run]):
         term = search_term.strip()
         if not term:
             return queryset, False
+        if search.is_input_search(term):
+            return queryset.filter(input__contains=search.input_document(term)), False
+        if not searchable(term):
+            return queryset.none(), False  # no stored id or key holds it
         tenant = request.GET.get(TenantFilter.parameter_name)
         if tenant == TenantFilter.UNTAGGED:
             prefixes = [""]
@@ -187,30 +212,37 @@ class RunAdmin(DurableModelAdmin[Run]):
             extra_context.update(
                 overview=overview,
                 oldest_pending_age=compact_duration(age) if age is not None else "",
+                oldest_pending_created=moment(created) if (created := overview.oldest_pending_created_at) else "",
                 held_by_limits=[(state, held_by_url(state.key)) for state in api_operations.held_by_limits()],
             )
         return super().changelist_view(request, extra_context)
 
-    @admin.display(description="status")
+    @admin.display(description=gettext_lazy("status"))
     def colored_status(self, run: Run) -> str:
         return status_badge(run.status)
 
-    @admin.display(description="function")
+    @admin.display(description=gettext_lazy("function"))
     def function(self, run: Run) -> str:
-        return format_html('{} <span class="durable-version">v{}</span>', run.name, run.version)
+        return format_html('{} <span class="durable-version">v{}</span>', run_columns.breakable(run.name), run.version)
 
-    @admin.display(description="attempts")
+    @admin.display(description=gettext_lazy("claims and failures"))
     def attempts_display(self, run: Run) -> str:
-        notes = []
-        if run.failures:
-            notes.append(f"{run.failures} failed")
-        if run.recoveries:
-            notes.append(f"{run.recoveries} recovered")
-        if not notes:
-            return str(run.attempts)
-        return format_html('{} <span class="durable-note">({})</span>', run.attempts, ", ".join(notes))
+        return run_columns.claims_and_failures(run, short=False)
 
-    @admin.display(description="progress")
+    @admin.display(description=gettext_lazy("now"))
+    def now(self, run: Run) -> str:
+        """What the run does or waits for now: its lease, wait, holding limit, deadline and progress."""
+        return run_columns.lines(
+            [
+                self.lease(run),
+                self.waiting(run),
+                format_html(_("held by {}"), self.held_by_display(run)) if run.held_by else "",
+                format_html(_("deadline {}"), self.deadline_display(run)) if run.deadline else "",
+                self.progress_display(run),
+            ]
+        )
+
+    @admin.display(description=gettext_lazy("progress"))
     def progress_display(self, run: Run) -> str:
         text: str | None = getattr(run, "progress_text", None)
         if text is None:
@@ -218,43 +250,37 @@ class RunAdmin(DurableModelAdmin[Run]):
         cut = "…" if getattr(run, "progress_chars", 0) > len(text) else ""
         return format_html('<span class="durable-progress">{}{}</span>', text, cut)
 
-    @admin.display(description="age")
-    def age(self, run: Run) -> str:
-        return format_html(
-            '<span title="{}">{}</span>', moment(run.created_at), compact_duration(timezone.now() - run.created_at)
-        )
-
-    @admin.display(description="created at")
-    def created(self, run: Run) -> str:
-        return moment(run.created_at)
-
-    @admin.display(description="lease")
+    @admin.display(description=gettext_lazy("lease"))
     def lease(self, run: Run) -> str:
         if run.status != RunStatus.RUNNING or run.leased_until is None:
             return "—"
         left = run.leased_until - timezone.now()
-        holder = run.worker_id or "a worker"
+        holder = _("held by %(worker)s") % {"worker": run.worker_id or _("a worker")}
         if left.total_seconds() >= 0:
-            return format_html('<span title="held by {}">{} left</span>', holder, compact_duration(left))
+            return format_html(
+                '<span title="{}">{}</span>', holder, _("%(duration)s left") % {"duration": compact_duration(left)}
+            )
         return format_html(
-            '<span class="durable-expired" title="held by {}">expired {} ago</span>', holder, compact_duration(left)
+            '<span class="durable-expired" title="{}">{}</span>',
+            holder,
+            _("expired %(duration)s ago") % {"duration": compact_duration(left)},
         )
 
-    @admin.display(description="waiting for")
+    @admin.display(description=gettext_lazy("waiting for"))
     def waiting(self, run: Run) -> str:
         return describe_wait(run) or "—"
 
-    @admin.display(description="held by")
+    @admin.display(description=gettext_lazy("held by"))
     def held_by_display(self, run: Run) -> str:
         if run.held_by is None:
             return "—"
         return format_html('<a href="{}">{}</a>', held_by_url(run.held_by), shorten(run.held_by))
 
-    @admin.display(description="deadline")
+    @admin.display(description=gettext_lazy("deadline"))
     def deadline_display(self, run: Run) -> str:
         return describe_deadline(run) or "—"
 
-    @admin.display(description="tenant")
+    @admin.display(description=gettext_lazy("tenant"))
     def tenant(self, run: Run) -> str:
         if run.tenant_id is None:
             return "—"
@@ -262,40 +288,41 @@ class RunAdmin(DurableModelAdmin[Run]):
 
     # -- a run's page ------------------------------------------------------
 
-    @admin.display(description="queue / priority")
+    @admin.display(description=gettext_lazy("queue / priority"))
     def queue_and_priority(self, run: Run) -> str:
         return f"{run.queue} / {run.priority}"
 
-    @admin.display(description="keys")
+    @admin.display(description=gettext_lazy("keys"))
     def keys(self, run: Run) -> str:
         rows = [
             (label, shorten(unscope(key)))
-            for label, key in (("idempotency", run.idempotency_key), ("coalesce", run.coalesce_key))
+            for label, key in ((_("idempotency"), run.idempotency_key), (_("coalesce"), run.coalesce_key))
             if key
         ]
         if not rows:
             return "—"
         return format_html_join(", ", "{}: <code>{}</code>", rows)
 
-    @admin.display(description="retry policy")
+    @admin.display(description=gettext_lazy("retry policy"))
     def retry_policy_display(self, run: Run) -> str:
         return format_html("<code>{}</code>", json.dumps(run.retry_policy, sort_keys=True))
 
-    @admin.display(description="held by a limit")
+    @admin.display(description=gettext_lazy("held by a limit"))
     def held_by_limit(self, run: Run) -> str:
         """Which limit holds this due run back, how many runs it holds and how many run under it now."""
         if run.held_by is None or run.status != RunStatus.PENDING:
             return "—"
         state = api_operations.limit_state(run.held_by)
+        held = ngettext("%(count)s run held", "%(count)s runs held", state.held) % {"count": state.held}
         return format_html(
-            '<code>{}</code>: <a href="{}">{} run(s) held</a>, {} running under it',
+            '<code>{}</code>: <a href="{}">{}</a>, {}',
             shorten(run.held_by),
             held_by_url(run.held_by),
-            state.held,
-            state.running,
+            held,
+            _("%(count)s running under it") % {"count": state.running},
         )
 
-    @admin.display(description="trace")
+    @admin.display(description=gettext_lazy("trace"))
     def trace(self, run: Run) -> str:
         """The trace its enqueue was part of (W3C trace id), to look its spans up in a tracing backend."""
         traceparent = (run.trace_context or {}).get("traceparent", "")
@@ -304,20 +331,26 @@ class RunAdmin(DurableModelAdmin[Run]):
             return "—"
         return format_html('<code title="traceparent {}">{}</code>', traceparent, parts[1])
 
-    @admin.display(description="cancellation")
+    @admin.display(description=gettext_lazy("cancellation"))
     def cancellation(self, run: Run) -> str:
         parts = [
             (label, moment(when))
             for label, when in (
-                ("requested", run.cancel_requested_at),
-                ("refused", run.cancel_refused_at),
-                ("pivot step journalled", run.pivoted_at),
+                (_("requested"), run.cancel_requested_at),
+                (_("refused"), run.cancel_refused_at),
+                (_("pivot step journalled"), run.pivoted_at),
             )
             if when
         ]
         if not parts:
             return "—"
-        return format_html_join("; ", "{} at {}", parts)
+        return format_html_join("; ", _("{} at {}"), parts)
+
+    def get_fieldsets(self, request: HttpRequest, obj: Run | None = None) -> Any:
+        """A run's summary without its empty rows, so what matters is on the first screen."""
+        if obj is None:
+            return super().get_fieldsets(request, obj)
+        return [(None, {"fields": shown_fields(self, obj)})]
 
     def render_change_form(
         self,
@@ -342,28 +375,44 @@ class RunAdmin(DurableModelAdmin[Run]):
                 {"key": key},
                 name=f"durable_django_run_{key}",
             )
-            for key in operations.RUN_OPERATIONS
+            for key in ALL_RUN_OPERATIONS
         ]
-        return urls + super().get_urls()
+        live = path(
+            "<path:object_id>/live/", self.admin_site.admin_view(self.live_view), name="durable_django_run_live"
+        )
+        return [live, *urls, *super().get_urls()]
+
+    def live_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """The live part of a run's page (its timeline chart and attempts), which the page fetches while it runs."""
+        run = self.get_object(request, unquote(object_id))
+        if run is None or not self.has_view_permission(request, run):
+            raise PermissionDenied
+        context = {**live_context(run, request), "live_url": request.path}
+        return TemplateResponse(request, "admin/durable_django/run/live.html", context)
 
     def operation_form(
         self, request: HttpRequest, operation: operations.Operation[Run], runs: list[Run]
-    ) -> operations.SignalForm | None:
+    ) -> operations.OperationForm | None:
         if operation.form_class is None:
             return None
         confirming = request.POST.get("confirm") == "yes"
-        initial = operation.form_class.initial_for(runs[0].waiting_for) if len(runs) == 1 else {}
-        return operation.form_class(request.POST if confirming else None, initial=initial)
+        initial = operation.form_class.initial_for(runs[0], request) if len(runs) == 1 else {}
+        run = runs[0] if len(runs) == 1 else None
+        return operation.form_class(request.POST if confirming else None, initial=initial, run=run)
 
     def bulk_operation(
         self, request: HttpRequest, queryset: QuerySet[Run], operation: operations.Operation[Run]
     ) -> TemplateResponse | None:
-        """Confirm, then perform one operation on each selected run and list every outcome."""
+        """Confirm, then perform one operation on each selected run and list every outcome; with "select all",
+        on every run the filters match, as a durable run (``bulk``)."""
+        if request.POST.get("select_across") == "1" and operation.key in bulk_api.OPERATIONS:
+            return bulk.bulk_by_filter(self, request, operation)  # type: ignore[return-value]
         runs = list(queryset.defer(*HEAVY_COLUMNS)[: operations.MAX_ACTION_TARGETS + 1])
         if len(runs) > operations.MAX_ACTION_TARGETS:
             self.message_user(
                 request,
-                f"Select at most {operations.MAX_ACTION_TARGETS} runs for one action; narrow the filters.",
+                _("Select at most %(count)s runs for one action; narrow the filters.")
+                % {"count": operations.MAX_ACTION_TARGETS},
                 level=messages.ERROR,
             )
             return None
@@ -387,7 +436,7 @@ class RunAdmin(DurableModelAdmin[Run]):
 
     def run_operation_view(self, request: HttpRequest, object_id: str, key: str) -> HttpResponse:
         """The button on a run's page: confirm, perform, and return to the run with its outcome."""
-        operation = operations.RUN_OPERATIONS[key]
+        operation = ALL_RUN_OPERATIONS[key]
         permitted = getattr(self, f"has_{operation.permission}_permission")
         if not (self.has_view_permission(request) and permitted(request)):
             raise PermissionDenied

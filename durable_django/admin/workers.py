@@ -19,6 +19,8 @@ from django.db.models import BooleanField, Case, OrderBy, Q, QuerySet, Value, Wh
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from ..api import operations as api_operations
 from ..conf import durable_settings
@@ -76,7 +78,7 @@ class WorkerAdmin(DurableModelAdmin[Worker]):
     list_per_page = 100
     show_full_result_count = False
     search_fields = ("host", "worker_id")
-    search_help_text = "A host name or worker id."
+    search_help_text = gettext_lazy("A host name or worker id.")
     actions = None
 
     class Media:
@@ -111,22 +113,25 @@ class WorkerAdmin(DurableModelAdmin[Worker]):
             extra_context.update(live_versions=live_versions, unserved_versions=unserved)
         return super().changelist_view(request, extra_context)
 
-    @admin.display(description="state")
+    @admin.display(description=gettext_lazy("state"))
     def state(self, worker: Worker) -> str:
         if not getattr(worker, "gone", True):
-            return format_html('<span class="durable-status durable-status-running">{}</span>', "live")
+            return format_html('<span class="durable-status durable-status-running">{}</span>', _("live"))
         if worker.stopped_at is not None:
-            return format_html('<span class="durable-worker-gone">stopped at {}</span>', moment(worker.stopped_at))
+            return format_html(
+                '<span class="durable-worker-gone">{}</span>',
+                _("stopped at %(when)s") % {"when": moment(worker.stopped_at)},
+            )
         return format_html(
-            '<span class="durable-expired">not seen for {}</span>',
-            compact_duration(timezone.now() - worker.last_seen_at),
+            '<span class="durable-expired">{}</span>',
+            _("not seen for %(duration)s") % {"duration": compact_duration(timezone.now() - worker.last_seen_at)},
         )
 
-    @admin.display(description="queues")
+    @admin.display(description=gettext_lazy("queues"))
     def queues_display(self, worker: Worker) -> str:
-        return ", ".join(worker.queues) if worker.queues else "all"
+        return ", ".join(worker.queues) if worker.queues else _("all")
 
-    @admin.display(description="functions")
+    @admin.display(description=gettext_lazy("functions"))
     def functions_display(self, worker: Worker) -> str:
         functions: dict[str, list[int]] = worker.functions or {}
         if not functions:
@@ -137,25 +142,25 @@ class WorkerAdmin(DurableModelAdmin[Worker]):
             sorted((name, _versions(v)) for name, v in functions.items()),
         )
 
-    @admin.display(description="started")
+    @admin.display(description=gettext_lazy("started"))
     def started(self, worker: Worker) -> str:
         return moment(worker.started_at)
 
-    @admin.display(description="last seen")
+    @admin.display(description=gettext_lazy("last seen"))
     def last_seen(self, worker: Worker) -> str:
         return format_html(
-            '<span title="{}">{} ago</span>',
+            '<span title="{}">{}</span>',
             moment(worker.last_seen_at),
-            compact_duration(timezone.now() - worker.last_seen_at),
+            _("%(duration)s ago") % {"duration": compact_duration(timezone.now() - worker.last_seen_at)},
         )
 
-    @admin.display(description="runs held")
+    @admin.display(description=gettext_lazy("runs held"))
     def runs_held(self, worker: Worker) -> str:
         held: list[str] = getattr(worker, "held_runs", [])
         if not held:
             return "—"
         links = format_html_join(" ", "{}", ((run_link(run_id, run_id[:8] + "…"),) for run_id in held[:MAX_HELD_SHOWN]))
-        more = f" and {len(held) - MAX_HELD_SHOWN} more" if len(held) > MAX_HELD_SHOWN else ""
+        more = _(" and %(count)s more") % {"count": len(held) - MAX_HELD_SHOWN} if len(held) > MAX_HELD_SHOWN else ""
         return format_html("{} {}{}", len(held), links, more)
 
 
