@@ -18,7 +18,7 @@ def framework_installed() -> bool:
 
 def install() -> None:
     """Make runs named by an import path (the backend's) runnable in this process."""
-    from ...limits import add_queue_limit_source
+    from ...flow_control import add_queue_limit_source
     from ...registry import registry
     from .backend import declared_queue_limits
     from .runtime import task_handler

@@ -10,17 +10,21 @@ back from ``durable_run`` (see ``results``). Works with ``django.tasks``
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, Self, TypeVar, cast
 
 from django.apps import apps
+from django.conf import settings
 from django.core import checks
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from ...api import task_runs
 from ...exceptions import InvalidInput
-from ...limits import QueueLimits, queue_limits, strictest
+from ...flow_control import QueueLimits, queue_limits, strictest
 from ...types import RetryPolicy
 from .compat import (
     BaseTaskBackend,
@@ -37,6 +41,8 @@ from .results import json_value, task_for_run, task_result
 
 __all__ = ["DurableBackend", "DurableTask"]
 
+logger = logging.getLogger("durable_django.tasks")
+
 # The keys a backend's OPTIONS may hold (documented in docs/tasks.md).
 OPTION_KEYS = frozenset({"retry", "queues"})
 
@@ -48,7 +54,8 @@ _R = TypeVar("_R")
 # subscripted at run time, so the base stays bare.
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DurableTask(Task):  # type: ignore[type-arg]
-    """A Task with durable-django's own options: ``@task(retry=RetryPolicy(...))``.
+    """A Task with durable-django's own options: ``@task(retry=RetryPolicy(...))``, or
+    ``task(f).using(retry=...)`` on Django 6.0.
 
     Options are dataclass fields, so ``Task.using()`` (which rebuilds the task
     from its fields) keeps them.
@@ -56,6 +63,17 @@ class DurableTask(Task):  # type: ignore[type-arg]
 
     # This task's retry policy; the backend's OPTIONS["retry"] if None.
     retry: RetryPolicy | None = None
+
+    def using(self, *, retry: RetryPolicy | None = None, **changes: Any) -> Self:
+        """Django's ``using()``, which also sets ``retry``: unchanged where None, as Django's options are.
+
+        Django 6.0's ``@task`` passes no keyword beyond its own to the task class (6.1 and the
+        backport do), so ``task(f).using(retry=...)`` is how a task gets its own policy there.
+        """
+        # super() with arguments: a slots dataclass is a new class, which bare super() does not see. The
+        # stubs type Django's using() as returning a Task; it returns a copy of this class.
+        changed = cast(Self, super(DurableTask, self).using(**changes))
+        return changed if retry is None else dataclasses.replace(changed, retry=retry)
 
 
 class DurableBackend(BaseTaskBackend):
@@ -145,7 +163,12 @@ class DurableBackend(BaseTaskBackend):
             raise TaskResultDoesNotExist(result_id)
         task = task_for_run(resolve_task(found.run.name), found.run)
         return task_result(
-            task, found.run, backend=self.alias, last_attempted_at=found.claimed_at, journal=found.journal
+            task,
+            found.run,
+            backend=self.alias,
+            last_attempted_at=found.claimed_at,
+            journal=found.journal,
+            attempt_errors=found.attempt_errors,
         )
 
     # django-stubs types check() as returning a list; Django's own check_tasks consumes it with
@@ -187,6 +210,27 @@ def _check_path(task: Task[..., Any]) -> None:
 
 
 def declared_queue_limits() -> dict[str, QueueLimits]:
-    """The queue limits every configured DurableBackend declares in its ``OPTIONS["queues"]``."""
-    declared = [backend.queue_limits for backend in task_backends.all() if isinstance(backend, DurableBackend)]
+    """The queue limits every configured DurableBackend declares in its ``OPTIONS["queues"]``.
+
+    Read at every claim, so an alias of another backend is never instantiated here, and an alias that
+    cannot be (a typo in its BACKEND or OPTIONS, which its system check reports) is left out with an
+    error logged, rather than failing every claim of every worker.
+    """
+    declared = []
+    for alias, config in getattr(settings, "TASKS", {}).items():
+        try:
+            if not issubclass(import_string(config["BACKEND"]), DurableBackend):
+                continue
+            backend = task_backends[alias]
+        except Exception as exc:  # noqa: BLE001 - any misconfiguration of one alias leaves the others working
+            if alias not in _reported_broken:
+                _reported_broken.add(alias)
+                logger.error("TASKS[%r] is left out of the queue limits: %s", alias, exc)
+            continue
+        if isinstance(backend, DurableBackend):
+            declared.append(backend.queue_limits)
     return strictest(*declared)
+
+
+# Aliases already reported broken (once per process: the claim loop asks at every claim).
+_reported_broken: set[str] = set()

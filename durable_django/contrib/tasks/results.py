@@ -11,10 +11,11 @@ from datetime import datetime
 from typing import Any, ParamSpec, TypeVar
 
 from ...engine.run_facts import RunFacts
-from ...exceptions import Cancelled
+from ...exceptions import Cancelled, InvalidInput
 from ...journal_ids import StepId
 from ...registry import TASK_PATH_VERSION
 from ...states import RunStatus
+from ...storable import MAX_JSON_DEPTH, json_text
 from ...types import Run
 from .compat import Task, TaskContext, TaskError, TaskResult, TaskResultStatus, normalize_json
 
@@ -50,7 +51,9 @@ def json_value(value: object, *, what: str) -> object:
 
     Django's ``normalize_json`` raises its own TypeError or ValueError for what
     JSON cannot hold; a ValueError here covers what it lets through but JSON
-    would change (NaN, infinities, dict keys that are not strings).
+    would change (NaN, infinities, dict keys that are not strings) or PostgreSQL
+    cannot store (a NUL or a lone surrogate, too deep, too large): raised before
+    any statement, so the caller's transaction is untouched.
 
     Args:
         value: task arguments or a return value.
@@ -59,7 +62,10 @@ def json_value(value: object, *, what: str) -> object:
     Returns:
         The normalised value (tuples become lists, bytes become text).
     """
-    normalized = normalize_json(value)
+    try:
+        normalized = normalize_json(value)
+    except RecursionError:  # Django's normalisation recurses: a value this deep is past MAX_JSON_DEPTH anyway
+        raise ValueError(f"Unsupported value in {what}: nested deeper than {MAX_JSON_DEPTH} levels") from None
     try:
         decoded = json.loads(json.dumps(normalized, allow_nan=False))
     except ValueError as exc:
@@ -68,6 +74,10 @@ def json_value(value: object, *, what: str) -> object:
         raise ValueError(
             f"Unsupported value in {what}: it does not survive a JSON round trip (is a dict key not a string?)"
         )
+    try:
+        json_text(normalized, what=what)
+    except InvalidInput as exc:
+        raise ValueError(f"Unsupported value in {what}: {exc}") from None
     return normalized
 
 
@@ -122,7 +132,13 @@ def cancellation_error(run: Run) -> TaskError:
 
 
 def task_result(
-    task: Task[_P, _R], run: Run, *, backend: str, last_attempted_at: datetime | None, journal: dict[str, Any]
+    task: Task[_P, _R],
+    run: Run,
+    *,
+    backend: str,
+    last_attempted_at: datetime | None,
+    journal: dict[str, Any],
+    attempt_errors: list[tuple[str | None, str]] | None = None,
 ) -> TaskResult[_P, _R]:
     """The TaskResult a run stands for.
 
@@ -132,13 +148,18 @@ def task_result(
         backend: the alias of the backend that reports it.
         last_attempted_at: when the latest attempt was claimed.
         journal: the run's journal, where each attempt recorded its worker.
+        attempt_errors: (error class path, traceback) of each failed attempt, oldest first; None when
+            they were not read (only the run's last error is known).
 
     Returns:
-        A TaskResult; ``errors`` holds the run's last error (and a cancellation error if it was cancelled).
+        A TaskResult; ``errors`` holds every failed attempt's error, oldest first, then the run's own error
+        if no attempt ended with it (a deadline that passed between attempts), and a cancellation error if
+        it was cancelled.
     """
     payload = run.input if isinstance(run.input, dict) else {}
-    errors = []
-    if run.error:
+    attempt_errors = attempt_errors or []
+    errors = [task_error(error_type or "builtins.Exception", error) for error_type, error in attempt_errors]
+    if run.error and (not attempt_errors or attempt_errors[-1][1] != run.error):
         errors.append(task_error(run.error_type or "builtins.Exception", run.error))
     if run.status == RunStatus.CANCELLED:
         errors.append(cancellation_error(run))

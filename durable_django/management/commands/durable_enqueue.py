@@ -1,22 +1,24 @@
 from typing import Any
 
 from django.core.management.base import CommandParser
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from ... import api
-from ..arguments import json_value
+from ..arguments import json_value, name, priority
 from ._base import DurableCommand
 
 
 class Command(DurableCommand):
-    help = "Enqueue a run of a durable function; prints the run id as the last word."
+    help = gettext_noop("Enqueue a run of a durable function; prints the run id as the last word.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         super().add_arguments(parser)
-        parser.add_argument("name", help="the durable function's registered name")
-        parser.add_argument("input", nargs="?", type=json_value, default=None, help="the input, as JSON")
-        parser.add_argument("--idempotency-key", help="submits with one key return one run")
-        parser.add_argument("--queue", default="default")
-        parser.add_argument("--priority", type=int, default=0)
+        parser.add_argument("name", type=name, help=_("the durable function's registered name"))
+        parser.add_argument("input", nargs="?", type=json_value, default=None, help=_("the input, as JSON"))
+        parser.add_argument("--idempotency-key", type=name, help=_("submits with one key return one run"))
+        parser.add_argument("--queue", type=name, default="default")
+        parser.add_argument("--priority", type=priority, default=0)
 
     def handle(self, *args: Any, **options: Any) -> None:
         run = api.enqueue(
@@ -27,4 +29,7 @@ class Command(DurableCommand):
             queue=options["queue"],
             priority=options["priority"],
         )
-        self.stdout.write(f"enqueued {run.name} v{run.version} [{run.status}] {run.run_id}")
+        self.stdout.write(
+            _("enqueued %(function)s v%(version)s [%(status)s] %(run_id)s")
+            % {"function": run.name, "version": run.version, "status": run.status, "run_id": run.run_id}
+        )

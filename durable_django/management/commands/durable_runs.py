@@ -1,20 +1,22 @@
 from typing import Any
 
 from django.core.management.base import CommandParser
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from ... import api
 from ...states import RunStatus
-from ..arguments import positive_int
+from ..arguments import name, positive_int
 from ._base import DurableCommand
 
 
 class Command(DurableCommand):
-    help = "List runs, newest first."
+    help = gettext_noop("List runs, newest first.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         super().add_arguments(parser)
         parser.add_argument("--status", choices=RunStatus.values)
-        parser.add_argument("--name", help="only runs of this function")
+        parser.add_argument("--name", type=name, help=_("only runs of this function"))
         parser.add_argument("--limit", type=positive_int, default=50)
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -27,4 +29,4 @@ class Command(DurableCommand):
                 f"created={run.created_at:%Y-%m-%d %H:%M:%S}"
             )
         if not page.items:
-            self.stdout.write("no runs")
+            self.stdout.write(_("no runs"))

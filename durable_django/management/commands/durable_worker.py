@@ -3,67 +3,81 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import CommandError, CommandParser
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from ...conf import durable_settings
-from ...engine.preflight import ensure_migrated
+from ...engine.preflight import ensure_migrated, ensure_valid_settings
 from ...exceptions import ExtraNotInstalled, MigrationsNotApplied
 from ...worker import Worker, WorkerOptions
 from ...worker.reloading import run_with_reloader
 from ...worker.shutdown import install_shutdown_handlers
-from ..arguments import name_list, non_negative_float, non_negative_int, port, positive_int, tenant
+from ..arguments import concurrency, name_list, non_negative_int, port, seconds, tenant
+from ._base import PackageCommand
 
 if TYPE_CHECKING:
     from ...worker.metrics import WorkerMetrics
 
 
-class Command(BaseCommand):
-    help = "Run durable functions (and the cron scheduler) until SIGINT or SIGTERM."
+class Command(PackageCommand):
+    help = gettext_noop("Run durable functions (and the cron scheduler) until SIGINT or SIGTERM.")
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--concurrency", type=positive_int, default=4, help="attempts run at once (threads)")
-        parser.add_argument("--functions", type=name_list, help="only these function names (comma-separated)")
-        parser.add_argument("--queues", type=name_list, help="only these queues (comma-separated)")
-        parser.add_argument("--tenant", type=tenant, help="only this tenant's runs")
-        parser.add_argument("--no-scheduler", action="store_true", help="do not fire cron schedules here")
-        parser.add_argument("--burst", action="store_true", help="exit once nothing is claimable now")
+        parser.add_argument("--concurrency", type=concurrency, default=4, help=_("attempts run at once (threads)"))
+        parser.add_argument("--functions", type=name_list, help=_("only these function names (comma-separated)"))
+        parser.add_argument("--queues", type=name_list, help=_("only these queues (comma-separated)"))
+        parser.add_argument("--tenant", type=tenant, help=_("only this tenant's runs"))
+        parser.add_argument("--no-scheduler", action="store_true", help=_("do not fire cron schedules here"))
+        parser.add_argument("--burst", action="store_true", help=_("exit once nothing is claimable now"))
         parser.add_argument(
             "--max-abandoned",
             type=non_negative_int,
             default=4,
-            help="exit with status 3 (releasing its runs) once more threads than this are stuck in handlers "
-            "past their timeout",
+            help=_(
+                "exit with status 3 (releasing its runs) once more threads than this are stuck in handlers "
+                "past their timeout"
+            ),
         )
         parser.add_argument(
             "--grace",
-            type=non_negative_float,
+            type=seconds,
             default=30.0,
-            help="seconds to let attempts finish after SIGTERM before releasing them",
+            help=_("seconds to let attempts finish after SIGTERM before releasing them"),
         )
         parser.add_argument(
             "--reload",
             action="store_true",
-            help="restart when Python files change, like runserver (development only: needs DEBUG = True)",
+            help=_("restart when Python files change, like runserver (development only: needs DEBUG = True)"),
         )
         parser.add_argument(
             "--metrics-port",
             type=port,
-            help="serve Prometheus metrics on this port at /metrics (DURABLE['METRICS_ADDRESS'], all interfaces "
-            "by default); needs the prometheus extra",
+            help=_(
+                "serve Prometheus metrics on this port at /metrics (on DURABLE['METRICS_ADDRESS'], loopback "
+                "by default); needs the prometheus extra"
+            ),
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["reload"] and not settings.DEBUG:
             raise CommandError(
-                "--reload is for development and needs DEBUG = True; in production, let your process "
-                "manager restart workers after a deploy (docs/deployment.md)."
+                _(
+                    "--reload is for development and needs DEBUG = True; in production, let your process "
+                    "manager restart workers after a deploy (docs/deployment.md)."
+                )
             )
         if options["reload"] and options["burst"]:
-            raise CommandError("--reload keeps a worker running across code changes; --burst exits: choose one.")
+            raise CommandError(_("--reload keeps a worker running across code changes; --burst exits: choose one."))
         if options["reload"] and options["metrics_port"] is not None:
             raise CommandError(
-                "--reload restarts the worker's process, which would serve --metrics-port twice: choose one."
+                _("--reload restarts the worker's process, which would serve --metrics-port twice: choose one.")
             )
+        try:
+            ensure_valid_settings()
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from None
         _configure_logging(options["verbosity"])
         metrics = _metrics() if options["metrics_port"] is not None else None
         try:
@@ -77,7 +91,8 @@ class Command(BaseCommand):
                 metrics.serve(options["metrics_port"], address)
             except OSError as exc:
                 raise CommandError(
-                    f"--metrics-port: cannot serve on {address}:{options['metrics_port']}: {exc}"
+                    _("--metrics-port: cannot serve on %(address)s: %(error)s")
+                    % {"address": f"{address}:{options['metrics_port']}", "error": exc}
                 ) from None
 
         def make_worker() -> Worker:
