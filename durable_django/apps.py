@@ -1,11 +1,12 @@
 from django.apps import AppConfig
 from django.utils.module_loading import autodiscover_modules
+from django.utils.translation import gettext_lazy as _
 
 
 class DurableConfig(AppConfig):
     name = "durable_django"
     label = "durable_django"
-    verbose_name = "Durable execution"
+    verbose_name = _("Durable execution")
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

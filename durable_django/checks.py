@@ -9,14 +9,20 @@ from django.core import checks
 from django.db import router
 
 from .conf import behind_transaction_pooler, durable_settings
+from .settings_rules import setting_problems
+from .storable import unstorable_char
 
 # PgBouncer's default port: an alias on it is most likely behind PgBouncer.
 PGBOUNCER_PORT = "6432"
 
 
-@checks.register(checks.Tags.database, checks.Tags.compatibility)
+# Not tagged "database": Django runs those only at migrate or with check --database, and a newcomer on
+# startproject's SQLite must learn at their first `manage.py check`. It reads settings only.
+@checks.register(checks.Tags.compatibility)
 def check_database(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[checks.CheckMessage]:
     alias = durable_settings.DATABASE
+    if not _is_alias(alias):
+        return []  # the DATABASE rule says so
     if alias not in settings.DATABASES:
         return [
             checks.Error(
@@ -53,61 +59,25 @@ def check_database(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
 
 @checks.register()
 def check_settings(app_configs: Sequence[AppConfig] | None = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    from .exceptions import InvalidInput
-    from .types import RetryPolicy
-
-    errors: list[checks.CheckMessage] = []
-    lease = durable_settings.LEASE_SECONDS
-    if not isinstance(lease, (int, float)) or lease <= 0:
-        errors.append(checks.Error("DURABLE['LEASE_SECONDS'] must be a positive number.", id="durable_django.E002"))
-    poll = durable_settings.POLL_SECONDS
-    if not isinstance(poll, (int, float)) or poll <= 0:
-        errors.append(checks.Error("DURABLE['POLL_SECONDS'] must be a positive number.", id="durable_django.E004"))
-    try:
-        RetryPolicy.from_json(durable_settings.DEFAULT_RETRY)
-    except (InvalidInput, TypeError) as exc:
-        errors.append(checks.Error(f"DURABLE['DEFAULT_RETRY'] is invalid: {exc}", id="durable_django.E005"))
-    recoveries = durable_settings.MAX_RECOVERIES
-    if not isinstance(recoveries, int) or recoveries < 0:
-        errors.append(checks.Error("DURABLE['MAX_RECOVERIES'] must be an integer >= 0.", id="durable_django.E006"))
-    engine_connections = durable_settings.ENGINE_CONNECTIONS
-    if not isinstance(engine_connections, int) or isinstance(engine_connections, bool) or engine_connections < 1:
-        errors.append(checks.Error("DURABLE['ENGINE_CONNECTIONS'] must be an integer >= 1.", id="durable_django.E030"))
-    address = durable_settings.METRICS_ADDRESS
-    if not isinstance(address, str):
-        errors.append(
-            checks.Error(
-                "DURABLE['METRICS_ADDRESS'] must be a string: the address --metrics-port binds (\"0.0.0.0\": all).",
-                id="durable_django.E020",
-            )
-        )
-    errors.extend(_schedule_errors())
-    return errors
-
-
-def _schedule_errors() -> list[checks.CheckMessage]:
-    from .engine.schedules import declared_schedule_errors
-    from .exceptions import InvalidInput
-    from .limits import queue_limits
-    from .values import seconds
-
-    errors: list[checks.CheckMessage] = [
-        checks.Error(f"DURABLE['SCHEDULES'] entry {schedule_id!r} is invalid: {exc}", id="durable_django.E007")
-        for schedule_id, exc in declared_schedule_errors(durable_settings.SCHEDULES).items()
+    """Every ``DURABLE`` key against its rule (settings_rules), and each declared schedule."""
+    messages: list[checks.CheckMessage] = [
+        (checks.Warning if problem.warning else checks.Error)(problem.message, hint=problem.hint, id=problem.check_id)
+        for problem in setting_problems()
     ]
-    try:
-        seconds(durable_settings.PURGE_AFTER, what="DURABLE['PURGE_AFTER']")
-    except InvalidInput as exc:
-        errors.append(checks.Error(f"{exc} (a timedelta, a number of seconds, or None).", id="durable_django.E008"))
-    try:
-        queue_limits(durable_settings.QUEUES, what="DURABLE['QUEUES']")
-    except InvalidInput as exc:
-        errors.append(
-            checks.Error(
-                f"{exc}.", hint='e.g. {"emails": {"concurrency": 5, "rate_limit": (50, 1.0)}}', id="durable_django.E010"
-            )
-        )
-    return errors
+    messages.extend(_schedule_entry_errors())
+    return messages
+
+
+def _schedule_entry_errors() -> list[checks.CheckMessage]:
+    from .engine.schedules import declared_schedule_errors
+
+    declared = durable_settings.SCHEDULES
+    if not isinstance(declared, dict):
+        return []  # the SCHEDULES rule says so
+    return [
+        checks.Error(f"DURABLE['SCHEDULES'] entry {schedule_id!r} is invalid: {exc}", id="durable_django.E007")
+        for schedule_id, exc in declared_schedule_errors(declared).items()
+    ]
 
 
 @checks.register(checks.Tags.database)
@@ -118,7 +88,7 @@ def check_deployment(app_configs: Sequence[AppConfig] | None = None, **kwargs: A
         *_alias_errors("READ_DATABASE", durable_settings.READ_DATABASE, "durable_django.E203"),
     ]
     listen = durable_settings.LISTEN_DATABASE
-    if listen in settings.DATABASES and behind_transaction_pooler(listen):
+    if _is_alias(listen) and listen in settings.DATABASES and behind_transaction_pooler(listen):
         messages.append(
             checks.Warning(
                 f"DURABLE['LISTEN_DATABASE'] is {listen!r}, whose DISABLE_SERVER_SIDE_CURSORS says it goes through "
@@ -131,9 +101,14 @@ def check_deployment(app_configs: Sequence[AppConfig] | None = None, **kwargs: A
     return messages
 
 
+def _is_alias(value: object) -> bool:
+    """Whether a setting can name an alias at all (a storable string); what cannot, its rule reports."""
+    return isinstance(value, str) and bool(value) and unstorable_char(value) is None
+
+
 def _alias_errors(key: str, alias: str | None, check_id: str) -> list[checks.CheckMessage]:
-    if alias is None:
-        return []
+    if not _is_alias(alias):
+        return []  # None, or a value its rule reports
     if alias not in settings.DATABASES:
         return [checks.Error(f"DURABLE[{key!r}] names {alias!r}, which is not in DATABASES.", id=check_id)]
     engine = settings.DATABASES[alias].get("ENGINE", "")
@@ -151,11 +126,11 @@ def _alias_errors(key: str, alias: str | None, check_id: str) -> list[checks.Che
 
 def _prepared_statement_messages() -> list[checks.CheckMessage]:
     setting = durable_settings.PREPARED_STATEMENTS
-    if setting not in (True, False, "auto"):
-        return [checks.Error("DURABLE['PREPARED_STATEMENTS'] must be True, False or 'auto'.", id="durable_django.E204")]
+    if setting is not True and setting is not False and setting != "auto":
+        return []  # the PREPARED_STATEMENTS rule says so
     messages: list[checks.CheckMessage] = []
     for alias in dict.fromkeys([durable_settings.DATABASE, durable_settings.read_database]):
-        if alias not in settings.DATABASES:
+        if not _is_alias(alias) or alias not in settings.DATABASES:
             continue  # E003 or E203 says so
         if setting is True and behind_transaction_pooler(alias):
             messages.append(

@@ -26,6 +26,8 @@ class DurableSettings:
     SCHEDULES: dict[str, Any] = {}
     # Purge finished runs older than this from inside the worker (None: never).
     PURGE_AFTER: timedelta | float | None = None
+    # A replay that diverges from its journal fails its attempt (NonDeterministicReplay) instead of going on.
+    STRICT_REPLAY: bool = False
     # Prepare the store's statements on the server: True, False, or "auto" (off on an alias that goes
     # through a transaction pooler, which Django's DISABLE_SERVER_SIDE_CURSORS = True says).
     PREPARED_STATEMENTS: bool | str = "auto"
@@ -42,8 +44,11 @@ class DurableSettings:
     QUEUES: dict[str, Any] = {}
     # How often a worker looks for stranded runs and repairs them (one worker at a time does).
     RECONCILE_SECONDS = 60.0
-    # The address ``durable_worker --metrics-port`` binds (all interfaces by default).
-    METRICS_ADDRESS = "0.0.0.0"
+    # The address ``durable_worker --metrics-port`` binds: loopback, so only this host can scrape it; in a
+    # container scraped from outside, "0.0.0.0" (every interface).
+    METRICS_ADDRESS = "127.0.0.1"
+    # The most bytes (UTF-8 JSON) one stored value may take: an input, an output, a step value, a signal.
+    MAX_VALUE_BYTES = 64 * 2**20
 
     def __getattribute__(self, name: str) -> Any:
         if name.isupper():

@@ -39,11 +39,11 @@ class NotAChild(DurableError):
     """Only a direct child of the current run can be awaited."""
 
 
-class StepResultNotSerializable(DurableError):
+class StepResultNotSerializable(InvalidInput):
     """A step returned a value that cannot be stored as JSON."""
 
 
-class OutputNotStored(DurableError):
+class OutputNotStored(InvalidInput):
     """The database refused to store a run's output; the run fails rather than poison its worker."""
 
 
@@ -57,6 +57,11 @@ class AttemptTimedOut(DurableError):
 
 class DeadlineExceeded(DurableError):
     """The run had not finished by its deadline; it ends failed and its unfinished descendants are cancelled."""
+
+
+class NonDeterministicReplay(DurableError):
+    """A replay executed a step while its journal held steps it never asked for (the code changed under the
+    run), and ``DURABLE["STRICT_REPLAY"]`` is on: the attempt fails and is retried per its policy."""
 
 
 class ReadOnlyRecord(DurableError):

@@ -6,7 +6,10 @@ its value is not journalled yet); ``worker.claimed`` (a worker's claim loop has
 claimed, before it asks when the next run is due); ``reconciler.pass`` (the
 worker's reconciler thread is about to make a pass); ``heartbeat.renew`` (the
 heartbeat is about to renew the leases it holds); ``spawn_many.inserted``
-(a batch of children is inserted, their ids are not journalled yet).
+(a batch of children is inserted, their ids are not journalled yet);
+``stream.read`` (a stream's reader has read what is there and is about to wait); ``bulk.acted`` (a bulk
+operation's batch has acted on its runs, in its transaction, not committed); ``bulk.committed`` (that
+transaction has committed, the batch's step is not journalled yet).
 """
 
 from __future__ import annotations

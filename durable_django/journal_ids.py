@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from .values import integer, text
+from . import storable
 
 
 def _step_text(version: int, name: str, occurrence: int) -> str:
@@ -35,9 +35,12 @@ class StepId:
         """A step id from a caller's name and occurrence, validated.
 
         Raises:
-            InvalidInput: an empty or non-string name, or a negative or non-integer occurrence.
+            InvalidInput: a name that is no storable name (storable.name), or an occurrence that is not an integer
+                from 0 to PostgreSQL's largest integer.
         """
-        return cls(version, text(name, what="a step name"), integer(occurrence, what="occurrence", minimum=0))
+        return cls(
+            version, storable.name(name, what="a step name"), storable.integer(occurrence, what="occurrence", minimum=0)
+        )
 
     @staticmethod
     def encode(version: int, name: object, occurrence: object) -> str:
@@ -46,7 +49,14 @@ class StepId:
         Raises:
             InvalidInput: as ``of`` does.
         """
-        if type(name) is str and name and "\x00" not in name and type(occurrence) is int and occurrence >= 0:
+        if (
+            type(name) is str
+            and 0 < len(name) <= storable.MAX_NAME_CHARS
+            and name.isascii()
+            and "\x00" not in name
+            and type(occurrence) is int
+            and 0 <= occurrence <= storable.PG_INTEGER_MAX
+        ):
             return _step_text(version, name, occurrence)  # valid, as of() would find
         return str(StepId.of(version, name, occurrence))
 
@@ -89,6 +99,8 @@ class WaitingFor:
     SIGNAL: ClassVar[str] = "signal"
     CHILD: ClassVar[str] = "child"
     CHILDREN: ClassVar[str] = "children"
+    # A parked run: its last allowed attempt failed, and it waits for an operator's resume() or cancel().
+    OPERATOR: ClassVar[str] = "operator"
     # What the landing SQL puts before a child's run id to match a parent waiting for it.
     CHILD_PREFIX: ClassVar[str] = "child:"
     # How many of the awaited children a children wait needs landed: the last of them, or the first.
@@ -118,8 +130,8 @@ class WaitingFor:
         return [str(cls.children(wait_all=True)), str(cls.children(wait_all=False))]
 
     def __str__(self) -> str:
-        if self.kind == self.SLEEP:
-            return self.SLEEP
+        if self.kind in (self.SLEEP, self.OPERATOR):
+            return self.kind
         if self.kind == self.SIGNAL:
             return f"{self.SIGNAL}:{self.target}:{self.occurrence}"
         if self.kind == self.CHILDREN:
@@ -136,6 +148,8 @@ class WaitingFor:
         kind, _, rest = encoded.partition(":")
         if kind == cls.SLEEP and not rest:
             return cls.sleep()
+        if kind == cls.OPERATOR and not rest:
+            return cls(cls.OPERATOR)
         if kind == cls.SIGNAL:
             name, _, occurrence = rest.rpartition(":")
             if name and occurrence.isdigit():

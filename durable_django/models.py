@@ -13,6 +13,7 @@ from typing import Any, NoReturn, TypeVar
 from django.db import models
 from django.db.models import F, Q
 from django.db.models.functions import Now
+from django.utils.translation import gettext_lazy as _
 
 from .exceptions import ReadOnlyRecord
 from .states import (
@@ -24,6 +25,7 @@ from .states import (
     PRIORITY_CONSTRAINT,
     RunStatus,
 )
+from .tenancy import unscope
 
 _M = TypeVar("_M", bound=models.Model)
 
@@ -54,10 +56,10 @@ class DurableModel(models.Model):
 
 
 class Run(DurableModel):
-    run_id = models.TextField(primary_key=True)
+    run_id = models.TextField(_("run id"), primary_key=True)
     name = models.TextField()
     version = models.IntegerField(db_default=1)
-    status = models.TextField(choices=RunStatus.choices)
+    status = models.TextField(_("status"), choices=RunStatus.choices)
     idempotency_key = models.TextField(null=True, blank=True)
     coalesce_key = models.TextField(null=True, blank=True)
     input = models.JSONField(null=True, blank=True)
@@ -90,8 +92,8 @@ class Run(DurableModel):
     attempt_started_at = models.DateTimeField(null=True, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    worker_id = models.TextField(null=True, blank=True)
-    created_at = models.DateTimeField(db_default=Now())
+    worker_id = models.TextField(_("worker id"), null=True, blank=True)
+    created_at = models.DateTimeField(_("created at"), db_default=Now())
     updated_at = models.DateTimeField(db_default=Now())
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     cancel_refused_at = models.DateTimeField(null=True, blank=True)
@@ -122,14 +124,22 @@ class Run(DurableModel):
     progress = models.JSONField(null=True, blank=True)
     # The W3C trace context of the code that enqueued the run: its attempts' spans join that trace.
     trace_context = models.JSONField(null=True, blank=True)
+    # When its last allowed attempt failed and its policy parked it for an operator (waiting_for "operator").
+    parked_at = models.DateTimeField(null=True, blank=True)
+    # A fork's origin: {"run_id": ..., "step": ...} (step None: the whole journal was copied), or NULL.
+    forked_from = models.JSONField(null=True, blank=True)
 
     class Meta:
         db_table = "durable_run"
-        verbose_name = "run"
+        verbose_name = _("run")
+        verbose_name_plural = _("runs")
         permissions = [
             ("cancel_run", "Can cancel durable runs"),
             ("retry_run", "Can resume and retry durable runs"),
             ("signal_run", "Can emit signals to durable runs"),
+            ("pause_run", "Can pause and unpause durable functions and queues"),
+            ("fork_run", "Can fork durable runs"),
+            ("resume_run_on_version", "Can resume durable runs on another version"),
         ]
         constraints = [
             models.UniqueConstraint(fields=["idempotency_key"], name=IDEMPOTENCY_CONSTRAINT),
@@ -164,6 +174,9 @@ class Run(DurableModel):
             # The listing filtered by status: the listing index would read every newer run of another status
             # first (a million pending runs before the first failed one).
             models.Index(fields=["status", "created_at", "run_id"], name="durable_run_status_listing"),
+            # The listing filtered by function: no other index leads with the name, so the filter read the
+            # listing index past every newer run of the other functions (the whole table for a rare one).
+            models.Index(fields=["name", "created_at", "run_id"], name="durable_run_name_listing"),
             # The claim reads pending runs in its own order (priority, then age);
             # the seed's (status, name, created_at) cannot order a claim over many names.
             models.Index(
@@ -258,12 +271,21 @@ class Run(DurableModel):
             models.Index(
                 fields=["coalesce_key"], condition=Q(coalesce_key__isnull=False), name="durable_run_coalesce_key"
             ),
+            # Search by input (list_runs(input_contains=...), the admin's input.a.b=value) is served by the GIN
+            # index durable_run_input, made in SQL by migration 0020: declared here it would make Django 6.1
+            # ask for django.contrib.postgres in INSTALLED_APPS (postgres.E005).
             # Health and the workers page: which (function, version) pairs have pending runs, and since when
             # each pair's oldest is due, in a few probes per pair whatever the table holds.
             models.Index(
                 fields=["name", "version", "available_at", "updated_at"],
                 condition=Q(status=RunStatus.PENDING),
                 name="durable_run_pending_versions",
+            ),
+            # Parked runs, for the health check's count and the admin's filter.
+            models.Index(
+                fields=["parked_at"],
+                condition=Q(status=RunStatus.WAITING, parked_at__isnull=False),
+                name="durable_run_parked",
             ),
         ]
 
@@ -291,7 +313,8 @@ class RateStart(DurableModel):
 
     class Meta:
         db_table = "durable_rate_start"
-        verbose_name = "rate-limited start"
+        verbose_name = _("rate-limited start")
+        verbose_name_plural = _("rate-limited starts")
         indexes = [
             models.Index(fields=["key", "started_at"], name="durable_rate_start_window"),
             models.Index(fields=["expires_at"], name="durable_rate_start_expiry"),
@@ -299,6 +322,53 @@ class RateStart(DurableModel):
 
     def __str__(self) -> str:
         return f"{self.key}: {self.starts} at {self.started_at}"
+
+
+class LeaseRenewal(DurableModel):
+    """A lease its holder renewed while another transaction held the run's row lock (store/leases.py).
+
+    A client call that writes a running run (a signal, a cancel) keeps the row locked until its caller
+    commits; the heartbeat cannot update the row meanwhile, so it renews the lease here, and a claim
+    counts the later of the two. The row goes once the heartbeat renews the run's own lease again.
+    """
+
+    run_id = models.TextField(primary_key=True)
+    # The fence token of the attempt that holds the lease: a renewal of another attempt counts nothing.
+    token = models.IntegerField()
+    leased_until = models.DateTimeField()
+
+    class Meta:
+        db_table = "durable_lease_renewal"
+        verbose_name = _("lease renewal")
+        verbose_name_plural = _("lease renewals")
+
+    def __str__(self) -> str:
+        return f"{self.run_id} attempt {self.token} until {self.leased_until}"
+
+
+class Pause(DurableModel):
+    """A paused function or queue: its due runs are held (``Run.held_by`` is this key) until it is unpaused."""
+
+    # "paused:function:{name}" or "paused:queue:{queue}": what Run.held_by shows.
+    key = models.TextField(_("key"), primary_key=True)
+    function = models.TextField(_("function"), null=True, blank=True)
+    queue = models.TextField(_("queue"), null=True, blank=True)
+    reason = models.TextField(_("reason"), blank=True, db_default="")
+    created_at = models.DateTimeField(_("created at"), db_default=Now())
+
+    class Meta:
+        db_table = "durable_pause"
+        verbose_name = _("pause")
+        verbose_name_plural = _("pauses")
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(function__isnull=True, queue__isnull=False) | Q(function__isnull=False, queue__isnull=True),
+                name="durable_pause_one_target",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
 
 
 class Step(DurableModel):
@@ -311,13 +381,43 @@ class Step(DurableModel):
     result = models.JSONField()
     tenant_id = models.UUIDField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())
+    # When an executed step's fn started and how long it ran (NULL for sleeps, waits and spawns).
+    started_at = models.DateTimeField(null=True, blank=True)
+    duration = models.DurationField(null=True, blank=True)
 
     class Meta:
         db_table = "durable_step"
-        verbose_name = "step"
+        verbose_name = _("step")
+        verbose_name_plural = _("steps")
 
     def __str__(self) -> str:
         return f"{self.run_id} {self.step_id}"
+
+
+class Attempt(DurableModel):
+    """One claim of a run, written by the statement that ended it (migration 0017's trigger)."""
+
+    pk = models.CompositePrimaryKey("run_id", "number")
+    run_id = models.TextField()
+    # The fence token of the claim.
+    number = models.IntegerField()
+    worker_id = models.TextField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField()
+    # succeeded, failed, retrying, suspended, cancelled, timed_out, lost or released.
+    outcome = models.TextField()
+    error = models.TextField(null=True, blank=True)
+    error_type = models.TextField(null=True, blank=True)
+    # What a suspended attempt left its run waiting for ("sleep", "signal:...", "child:...").
+    waited_for = models.TextField(null=True, blank=True)
+
+    class Meta:
+        db_table = "durable_attempt"
+        verbose_name = _("attempt")
+        verbose_name_plural = _("attempts")
+
+    def __str__(self) -> str:
+        return f"{self.run_id} #{self.number} {self.outcome}"
 
 
 class Signal(DurableModel):
@@ -333,63 +433,206 @@ class Signal(DurableModel):
 
     class Meta:
         db_table = "durable_signal"
-        verbose_name = "signal"
+        verbose_name = _("signal")
+        verbose_name_plural = _("signals")
 
     def __str__(self) -> str:
         return f"{self.run_id} {self.signal}#{self.occurrence}"
 
 
-class Schedule(DurableModel):
-    schedule_id = models.TextField(primary_key=True)
-    name = models.TextField()
-    cron = models.TextField()
-    tz = models.TextField(null=True, blank=True)
-    input = models.JSONField(null=True, blank=True)
-    next_fire_at = models.DateTimeField()
-    enabled = models.BooleanField(db_default=True)
+class Event(DurableModel):
+    """A run's published values (``ctx.set_event``): one row per key, the latest write kept."""
+
+    pk = models.CompositePrimaryKey("run_id", "key")
+    run_id = models.TextField()
+    key = models.TextField()
+    value = models.JSONField()
+    # The attempt (fence token) that wrote the value.
+    attempt = models.IntegerField()
+    # How many writes of this key the handler's body has committed: a replay's writes below it are skipped.
+    body_writes = models.IntegerField(db_default=0)
     tenant_id = models.UUIDField(null=True, blank=True)
-    # Where the schedule came from: "api" or "settings" (synced at worker start).
-    source = models.TextField(db_default="api")
-    last_fired_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(db_default=Now())
 
     class Meta:
+        db_table = "durable_event"
+        verbose_name = _("event")
+        verbose_name_plural = _("events")
+
+    def __str__(self) -> str:
+        return f"{self.run_id} {self.key}"
+
+
+class Stream(DurableModel):
+    """A run's stream (``ctx.write_stream``): the next offset to give, and whether it is closed."""
+
+    pk = models.CompositePrimaryKey("run_id", "key")
+    run_id = models.TextField()
+    key = models.TextField()
+    next_offset = models.IntegerField(db_default=0)
+    # As on Event: the body's committed writes, so a replay writes none of them again.
+    body_writes = models.IntegerField(db_default=0)
+    closed_at = models.DateTimeField(null=True, blank=True)
+    tenant_id = models.UUIDField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "durable_stream"
+        verbose_name = _("stream")
+        verbose_name_plural = _("streams")
+
+    def __str__(self) -> str:
+        return f"{self.run_id} {self.key}"
+
+
+class StreamItem(DurableModel):
+    """One item of a run's stream, at its offset (0, 1, 2, ... per stream, in commit order)."""
+
+    pk = models.CompositePrimaryKey("run_id", "key", "offset")
+    run_id = models.TextField()
+    key = models.TextField()
+    offset = models.IntegerField(db_column="item_offset")
+    value = models.JSONField()
+    attempt = models.IntegerField()
+    written_at = models.DateTimeField(db_default=Now())
+    tenant_id = models.UUIDField(null=True, blank=True)
+
+    class Meta:
+        db_table = "durable_stream_item"
+        verbose_name = _("stream item")
+        verbose_name_plural = _("stream items")
+
+    def __str__(self) -> str:
+        return f"{self.run_id} {self.key}#{self.offset}"
+
+
+class Schedule(DurableModel):
+    schedule_id = models.TextField(primary_key=True)
+    name = models.TextField(_("name"))
+    cron = models.TextField(_("cron"))
+    tz = models.TextField(null=True, blank=True)
+    input = models.JSONField(null=True, blank=True)
+    next_fire_at = models.DateTimeField()
+    enabled = models.BooleanField(_("enabled"), db_default=True)
+    tenant_id = models.UUIDField(null=True, blank=True)
+    # Where the schedule came from: "api" or "settings" (synced at worker start).
+    source = models.TextField(_("source"), db_default="api")
+    last_fired_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(db_default=Now())
+    # What a tick does while a run of the schedule is live: allow_all, skip, buffer_one, cancel_previous.
+    overlap = models.TextField(_("overlap"), db_default="allow_all")
+    # After downtime, the ticks missed within this window each fire; None: one owed fire.
+    catchup_window = models.DurationField(null=True, blank=True)
+    # Each tick's run is due at a random instant within this after the tick.
+    jitter = models.DurationField(null=True, blank=True)
+    pause_on_failure = models.BooleanField(db_default=False)
+    # Why the schedule disabled itself (a failed run, with pause_on_failure); cleared when it is enabled.
+    paused_reason = models.TextField(null=True, blank=True)
+    # buffer_one: the tick that waits for the schedule's live run to end.
+    buffered_tick = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
         db_table = "durable_schedule"
-        verbose_name = "schedule"
+        verbose_name = _("schedule")
+        verbose_name_plural = _("schedules")
         permissions = [("fire_schedule", "Can fire durable schedules now")]
         indexes = [
             models.Index(fields=["next_fire_at"], condition=Q(enabled=True), name="durable_schedule_due"),
             models.Index(
                 fields=["tenant_id", "next_fire_at"], condition=Q(enabled=True), name="durable_schedule_tenant_due"
             ),
+            models.Index(
+                fields=["buffered_tick"],
+                condition=Q(enabled=True, buffered_tick__isnull=False),
+                name="durable_schedule_buffered",
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(overlap__in=["allow_all", "skip", "buffer_one", "cancel_previous"]),
+                name="durable_schedule_overlap_known",
+            )
         ]
 
     def __str__(self) -> str:
-        return f"{self.schedule_id} ({self.cron})"
+        # The id as it was passed: the stored tenant prefix (":" alone for the untagged) is no part of it.
+        return f"{unscope(self.schedule_id)} ({self.cron})"
+
+
+class ReplayDivergence(DurableModel):
+    """An attempt whose replay executed a step while the journal held steps it never asked for: the code
+    changed under the run. The run's page marks it."""
+
+    id = models.BigAutoField(primary_key=True)
+    run_id = models.TextField(db_index=True)
+    # The attempt's fence token.
+    attempt = models.IntegerField()
+    # The step it executed, and (some of) the journalled step ids it never asked for.
+    step_id = models.TextField()
+    unasked = models.JSONField(default=list)
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "durable_replay_divergence"
+        verbose_name = _("replay divergence")
+        verbose_name_plural = _("replay divergences")
+
+    def __str__(self) -> str:
+        return f"{self.run_id} #{self.attempt} at {self.step_id}"
+
+
+class ScheduleRun(DurableModel):
+    """A run a schedule made (at a tick, by a backfill, or fired by hand): its last runs, its overlap,
+    and its pause on failure read these. ``outcome`` is set once the run has ended and been looked at."""
+
+    id = models.BigAutoField(primary_key=True)
+    # The schedule's stored (tenant-scoped) id; no foreign key, so firing never locks against a delete.
+    schedule_id = models.TextField()
+    # The tick it was made for; None for a run fired by hand.
+    tick = models.DateTimeField(null=True, blank=True)
+    run_id = models.TextField()
+    created_at = models.DateTimeField(db_default=Now())
+    # The run's terminal status once the scheduler has seen it end ("purged" if it vanished first).
+    outcome = models.TextField(null=True, blank=True)
+
+    class Meta:
+        db_table = "durable_schedule_run"
+        verbose_name = _("schedule run")
+        verbose_name_plural = _("schedule runs")
+        constraints = [models.UniqueConstraint(fields=["schedule_id", "tick"], name="durable_schedule_run_tick")]
+        indexes = [
+            models.Index(fields=["schedule_id", "-id"], name="durable_schedule_run_recent"),
+            models.Index(fields=["run_id"], name="durable_schedule_run_run"),
+            models.Index(fields=["schedule_id"], condition=Q(outcome__isnull=True), name="durable_schedule_run_open"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.schedule_id} -> {self.run_id}"
 
 
 class Worker(DurableModel):
     """A worker process as it records itself: written at start, refreshed with its heartbeat, marked at a
     graceful stop. One that is killed stops being seen and ages out."""
 
-    worker_id = models.TextField(primary_key=True)
-    host = models.TextField()
-    pid = models.IntegerField()
+    worker_id = models.TextField(_("worker id"), primary_key=True)
+    host = models.TextField(_("host"))
+    pid = models.IntegerField(_("pid"))
     # The queues it claims from; None: every queue.
     queues = models.JSONField(null=True, blank=True)
     # The functions it registers: {name: [versions]}.
     functions = models.JSONField(default=dict)
     # The one tenant whose runs it claims; None: every tenant.
     tenant_id = models.UUIDField(null=True, blank=True)
-    concurrency = models.IntegerField()
+    concurrency = models.IntegerField(_("concurrency"))
     started_at = models.DateTimeField(db_default=Now())
     last_seen_at = models.DateTimeField(db_default=Now())
     stopped_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "durable_worker"
-        verbose_name = "worker"
+        verbose_name = _("worker")
+        verbose_name_plural = _("workers")
 
     def __str__(self) -> str:
         return self.worker_id

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import re
 import threading
 from collections.abc import Callable
@@ -10,14 +9,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from . import storable
 from .exceptions import DuplicateRegistration, InvalidInput, UnknownFunction
-from .limits import Concurrency, RateLimit
+from .flow_control import Concurrency, RateLimit
 from .types import RetryPolicy
-from .values import integer, seconds
 
 # Version 0 is reserved for Django Tasks runs, which are resolved by import path.
 TASK_PATH_VERSION = 0
-_NAME_PATTERN = re.compile(r"^[A-Za-z_][\w.\-:]*$")
+_NAME_PATTERN = re.compile(r"[A-Za-z_][\w.\-:]*")
 
 # A durable function: called as ``fn(ctx, input)`` with the engine's Context (or, for an ``async def``,
 # its AsyncContext, and awaited). The registry stores both kinds and never calls them, so it does not
@@ -36,10 +35,6 @@ class Registration:
     rate_limit: RateLimit | None = None
     # Seconds an attempt may run before it fails with AttemptTimedOut (None: no limit).
     timeout: float | None = None
-
-    @property
-    def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.fn)
 
     @property
     def origin(self) -> str:
@@ -62,6 +57,10 @@ class Registry:
         raises ImportError when the path names nothing it may run.
         """
         self._path_resolver = resolver
+
+    def runs_task_paths(self) -> bool:
+        """Does a plug-in here run the runs named by an import path (the Django Tasks backend's)?"""
+        return self._path_resolver is not None
 
     def resolve(self, name: str, version: int) -> Handler:
         """The callable that executes a run of (name, version).
@@ -93,16 +92,14 @@ class Registry:
         timeout: object = None,
     ) -> Registration:
         validate_name(name)
-        integer(version, what=f"version of {name!r}", minimum=1)
+        storable.integer(version, what=f"version of {name!r}", minimum=1)
         if concurrency is not None and not isinstance(concurrency, Concurrency):
             raise InvalidInput(f"concurrency of {name!r} must be a Concurrency")
         if rate_limit is not None and not isinstance(rate_limit, RateLimit):
             raise InvalidInput(f"rate_limit of {name!r} must be a RateLimit")
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise InvalidInput(f"retry of {name!r} must be a RetryPolicy")
-        timeout_seconds = seconds(timeout, what=f"timeout of {name!r}")
-        if timeout_seconds is not None and timeout_seconds <= 0:
-            raise InvalidInput(f"timeout of {name!r} must be positive, got {timeout!r}")
+        timeout_seconds = storable.seconds(timeout, what=f"timeout of {name!r}", positive=True)
         registration = Registration(name, version, fn, retry, concurrency, rate_limit, timeout_seconds)
         with self._lock:
             versions = self._by_name.setdefault(name, {})
@@ -165,9 +162,12 @@ class Registry:
 registry = Registry()
 
 
-def validate_name(name: str) -> None:
-    if not isinstance(name, str) or not _NAME_PATTERN.match(name):
-        raise InvalidInput(f"invalid durable function name {name!r}")
+def validate_name(name: object) -> None:
+    """A durable function's name: a storable name made of letters, digits, ``_``, ``.``, ``-`` and ``:``."""
+    storable.name(name, what="a durable function name")
+    assert isinstance(name, str)  # storable.name() let it through
+    if not _NAME_PATTERN.fullmatch(name):
+        raise InvalidInput(f"invalid durable function name {storable.shown(name)}")
 
 
 def durable_function(

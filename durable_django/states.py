@@ -1,21 +1,22 @@
 """Run statuses, defined once and used by models, store, admin and tasks backend."""
 
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class RunStatus(models.TextChoices):
     # Waiting to be claimed: new, retrying after backoff, woken, or released.
-    PENDING = "pending", "Pending"
+    PENDING = "pending", _("Pending")
     # Claimed by a worker that holds a lease (leased_until) on it.
-    RUNNING = "running", "Running"
+    RUNNING = "running", _("Running")
     # Suspended without a lease: sleeping, or waiting for a signal or a child.
-    WAITING = "waiting", "Waiting"
+    WAITING = "waiting", _("Waiting")
     # Finished: the handler returned; output holds its value.
-    SUCCEEDED = "succeeded", "Succeeded"
+    SUCCEEDED = "succeeded", _("Succeeded")
     # Finished: the retry budget or MAX_RECOVERIES ran out, or its deadline passed; error holds why.
-    FAILED = "failed", "Failed"
+    FAILED = "failed", _("Failed")
     # Finished: cancelled before it could finish.
-    CANCELLED = "cancelled", "Cancelled"
+    CANCELLED = "cancelled", _("Cancelled")
 
 
 # A run's priority range (Django Tasks' own): higher is claimed first.
@@ -50,8 +51,8 @@ ALLOWED_TRANSITIONS = {
 
 class CancelOutcome(models.TextChoices):
     # The run was pending or waiting and is now cancelled.
-    CANCELLED = "cancelled", "Cancelled"
+    CANCELLED = "cancelled", _("Cancelled")
     # The run is running; it ends cancelled at its next context call or heartbeat.
-    REQUESTED = "requested", "Requested"
+    REQUESTED = "requested", _("Requested")
     # The run had finished, or is past a pivot step; nothing changed.
-    REFUSED = "refused", "Refused"
+    REFUSED = "refused", _("Refused")

@@ -6,6 +6,7 @@ import uuid
 from typing import overload
 
 from .exceptions import InvalidInput
+from .storable import name
 
 
 def normalize_tenant(tenant_id: object) -> str | None:
@@ -27,10 +28,14 @@ def scope(key: str, tenant_id: str | None, *, what: str = "key") -> str: ...
 @overload
 def scope(key: str | None, tenant_id: str | None, *, what: str = "key") -> str | None: ...
 def scope(key: str | None, tenant_id: str | None, *, what: str = "key") -> str | None:
+    """A caller's key (a storable name, else InvalidInput naming ``what``) scoped by its tenant."""
     if key is None:
         return None
-    if not isinstance(key, str) or not key:
-        raise InvalidInput(f"{what} must be a non-empty string, got {key!r}")
+    return scope_engine_key(name(key, what=what), tenant_id)
+
+
+def scope_engine_key(key: str, tenant_id: str | None) -> str:
+    """A key the engine made from parts already validated (a child's, a tick's, a debounce's), scoped."""
     return f"{tenant_id or ''}:{key}"
 
 

@@ -102,7 +102,10 @@ def run_until_idle(
     their deadline (or after emitting their signal) to continue them. Like a
     worker, it first fails the live runs whose deadline has passed (any run,
     whatever the filters). Attempt timeouts are not enforced here: the handler
-    runs in the caller's thread, which nothing may abandon.
+    runs in the caller's thread, which nothing may abandon. From an async
+    test, ``await sync_to_async(run_until_idle)()`` (thread-sensitive, the
+    default, or not): an async handler's thread-sensitive calls, its ORM's
+    included, are served in the thread that runs this.
 
     Args:
         functions: only these function names (default: every registered one).
@@ -130,9 +133,9 @@ def make_due(run_id: str | UUID) -> Run:
     """
     from .api.runs import run_id_of
     from .exceptions import RunNotFound
-    from .store import clock
+    from .store import time_travel
 
-    run = clock.make_due(run_id_of(run_id))
+    run = time_travel.make_due(run_id_of(run_id))
     if run is None:
         raise RunNotFound(f"no run {run_id}", run_id=str(run_id))
     return run
@@ -149,9 +152,9 @@ def pass_deadline(run_id: str | UUID) -> Run:
     """
     from .api.runs import run_id_of
     from .exceptions import InvalidInput, RunNotFound
-    from .store import clock
+    from .store import time_travel
 
-    run = clock.pass_deadline(run_id_of(run_id))
+    run = time_travel.pass_deadline(run_id_of(run_id))
     if run is None:
         from .store import runs
 
@@ -172,10 +175,10 @@ def advance_schedule(schedule_id: str, by: timedelta | float, *, tenant_id: str 
     """
     from .engine.schedules import stored_id
     from .exceptions import InvalidInput
-    from .store import clock
-    from .values import seconds
+    from .storable import seconds
+    from .store import time_travel
 
-    advanced = clock.advance_schedule(stored_id(schedule_id, tenant_id), seconds(by, what="by", allow_none=False))
+    advanced = time_travel.advance_schedule(stored_id(schedule_id, tenant_id), seconds(by, what="by", allow_none=False))
     if advanced is None:
         raise InvalidInput(f"no schedule {schedule_id!r}", schedule_id=schedule_id)
     return advanced

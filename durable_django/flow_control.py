@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from .exceptions import InvalidInput
-from .values import integer, seconds, text
+from .storable import count, name, seconds
 
 KeyFunction = Callable[[Any], "str | None"]
 
@@ -36,7 +36,7 @@ class Concurrency:
     while_waiting: bool = field(default=False, kw_only=True)
 
     def __post_init__(self) -> None:
-        integer(self.limit, what="Concurrency.limit", minimum=1)
+        count(self.limit, what="Concurrency.limit")
         if self.key is not None and not callable(self.key):
             raise InvalidInput(f"Concurrency.key must be a callable of the input, got {self.key!r}")
         if not isinstance(self.while_waiting, bool):
@@ -58,9 +58,8 @@ class RateLimit:
     key: KeyFunction | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
-        integer(self.limit, what="RateLimit.limit", minimum=1)
-        if seconds(self.per, what="RateLimit.per", allow_none=False) <= 0:
-            raise InvalidInput(f"RateLimit.per must be positive, got {self.per!r}")
+        count(self.limit, what="RateLimit.limit")
+        seconds(self.per, what="RateLimit.per", allow_none=False, positive=True)
         if self.key is not None and not callable(self.key):
             raise InvalidInput(f"RateLimit.key must be a callable of the input, got {self.key!r}")
 
@@ -85,7 +84,7 @@ class Debounce:
     max_wait: timedelta | float | None = None
 
     def __post_init__(self) -> None:
-        text(self.key, what="Debounce.key")
+        name(self.key, what="Debounce.key")
         seconds(self.delay, what="Debounce.delay", allow_none=False)
         seconds(self.max_wait, what="Debounce.max_wait")
 
@@ -133,10 +132,6 @@ def queue_concurrency_reason(queue: str) -> str:
     return f"{QUEUE_CONCURRENCY_PREFIX}{queue}"
 
 
-def queue_rate_reason(queue: str) -> str:
-    return f"rate:queue:{queue}"
-
-
 def run_limits(function: str, input: Any, concurrency: Concurrency | None, rate_limit: RateLimit | None) -> RunLimits:
     """The keys a run of ``function`` with ``input`` is limited by.
 
@@ -181,7 +176,7 @@ def _key(key_function: KeyFunction | None, input: Any, *, what: str) -> Any:
         return _UNLIMITED
     if not isinstance(key, str):
         raise InvalidInput(f"{what} must return a str or None, got {key!r}")
-    return text(key, what=what)
+    return name(key, what=what)
 
 
 def queue_limits(declared: Mapping[str, Any] | None, *, what: str) -> dict[str, QueueLimits]:
@@ -196,24 +191,22 @@ def queue_limits(declared: Mapping[str, Any] | None, *, what: str) -> dict[str, 
         raise InvalidInput(f"{what} must be a dict of queue name -> limits")
     parsed = {}
     for queue, entry in declared.items():
-        name = text(queue, what=f"a queue name in {what}")
+        queue_name = name(queue, what=f"a queue name in {what}")
         if not isinstance(entry, Mapping) or set(entry) - {"concurrency", "rate_limit"}:
             raise InvalidInput(f"{what}[{queue!r}] must be a dict with 'concurrency' and/or 'rate_limit'")
         concurrency = entry.get("concurrency")
         if concurrency is not None:
-            integer(concurrency, what=f"{what}[{queue!r}]['concurrency']", minimum=1)
+            count(concurrency, what=f"{what}[{queue!r}]['concurrency']")
         rate = entry.get("rate_limit")
         if rate is not None:
             try:
                 limit, per = rate
             except (TypeError, ValueError):
                 raise InvalidInput(f"{what}[{queue!r}]['rate_limit'] must be (limit, seconds)") from None
-            integer(limit, what=f"{what}[{queue!r}]['rate_limit'] limit", minimum=1)
-            per_seconds = seconds(per, what=f"{what}[{queue!r}]['rate_limit'] seconds", allow_none=False)
-            if per_seconds <= 0:
-                raise InvalidInput(f"{what}[{queue!r}]['rate_limit'] seconds must be positive")
+            count(limit, what=f"{what}[{queue!r}]['rate_limit'] limit")
+            per_seconds = seconds(per, what=f"{what}[{queue!r}]['rate_limit'] seconds", allow_none=False, positive=True)
             rate = (limit, per_seconds)
-        parsed[name] = QueueLimits(concurrency=concurrency, rate=rate)
+        parsed[queue_name] = QueueLimits(concurrency=concurrency, rate=rate)
     return parsed
 
 
