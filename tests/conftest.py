@@ -20,6 +20,21 @@ def flush_what_was_written():
 
 
 @pytest.fixture(scope="session")
+def stream_sessions(django_db_setup):
+    """The readers' LISTEN and read sessions, closed before the test databases are dropped."""
+    yield
+    from durable_django.api import wakeups
+
+    wakeups.close()
+
+
+@pytest.fixture(autouse=True)
+def close_stream_sessions_at_the_end(request):
+    if request.node.get_closest_marker("django_db"):
+        request.getfixturevalue("stream_sessions")
+
+
+@pytest.fixture(scope="session")
 def pgbouncer():
     """A real PgBouncer in transaction pooling mode in front of the test server, one per test process."""
     from django.db import connections

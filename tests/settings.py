@@ -5,6 +5,8 @@ once per test session (worker subprocesses inherit its DATABASE_URL).
 """
 
 import copy
+import importlib.util
+import json
 import os
 from typing import Any
 
@@ -69,6 +71,10 @@ INSTALLED_APPS = [
     "durable_django",
     "tests.workflows",
 ]
+if importlib.util.find_spec("django_celery_beat") is not None:
+    # durable_import_celery_beat is tested against the real package's tables (tox installs it beside Django 5.2;
+    # it does not support Django 6.1).
+    INSTALLED_APPS.append("django_celery_beat")
 if django.VERSION < (6, 0):
     INSTALLED_APPS.append("django_tasks")  # the Tasks framework backport (django.tasks from Django 6)
 MIDDLEWARE = [
@@ -102,6 +108,18 @@ DURABLE = {
     "DEFAULT_RETRY": {"max_attempts": 3, "initial_delay": 0.05, "max_delay": 0.2, "backoff": 2.0, "jitter": 0.0},
     "MAX_RECOVERIES": int(os.environ.get("DURABLE_TEST_MAX_RECOVERIES", "10")),
     **({"LISTEN_DATABASE": LISTEN_DATABASE} if LISTEN_DATABASE else {}),
+    # Schedules declared in settings, as JSON, for a worker process (tests/process/test_worker_lines.py).
+    **(
+        {"SCHEDULES": json.loads(os.environ["DURABLE_TEST_SCHEDULES"])}
+        if os.environ.get("DURABLE_TEST_SCHEDULES")
+        else {}
+    ),
+    # A worker's metrics port on another address than the default (tests/process/test_metrics_port.py).
+    **(
+        {"METRICS_ADDRESS": os.environ["DURABLE_TEST_METRICS_ADDRESS"]}
+        if os.environ.get("DURABLE_TEST_METRICS_ADDRESS")
+        else {}
+    ),
 }
 
 # Django Tasks on durable runs (fixture tasks: tests/workflows/tasks.py), retried as fast as DEFAULT_RETRY.

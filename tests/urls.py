@@ -1,4 +1,9 @@
 from django.contrib import admin
 from django.urls import path
 
-urlpatterns = [path("admin/", admin.site.urls)]
+from tests import stream_views
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("runs/<str:run_id>/tokens", stream_views.tokens),
+]

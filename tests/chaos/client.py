@@ -7,7 +7,11 @@ request a line on stdin and answers one JSON line on stdout:
 
 - ``{"op": "enqueue", "name": ..., "input": ..., "key": ...}`` -> the run id (the
   idempotency key makes a call sent again after a cut connection return the same run);
-- ``{"op": "signal", "run_id": ..., "signal": ..., "value": ...}`` -> the stored value;
+- ``{"op": "enqueue", ..., "options": {...}}``: with ``deadline`` (seconds) or ``debounce`` ([key, delay]:
+  then no idempotency key);
+- ``{"op": "signal", "run_id": ..., "signal": ..., "value": ..., "hold": seconds}`` -> the stored value
+  (``hold``: emitted inside a transaction that stays open that long after the emit);
+- ``{"op": "cancel", "run_id": ...}``, ``{"op": "resume", "run_id": ...}`` (the workload fuzzer's);
 - ``{"op": "stranded"}`` -> ``Reconciler().stranded()`` as ``[[run_id, problem], ...]``.
 
 While PostgreSQL restarts a call fails with a database error; it is sent again
@@ -24,14 +28,40 @@ def main() -> None:
     import django
 
     django.setup()
-    from django.db import Error, connections
+    from django.db import Error, connections, transaction
 
-    from durable_django import api
+    from durable_django import Debounce, api
     from durable_django.engine.reconciler import Reconciler
+    from durable_django.exceptions import DurableError
+
+    def enqueue(r):
+        options = r.get("options", {})
+        if "debounce" in options:
+            key, delay = options.pop("debounce")
+            options["debounce"] = Debounce(key, delay)
+        else:
+            options["idempotency_key"] = r["key"]
+        return api.enqueue(r["name"], r["input"], **options).run_id
+
+    def signal(r):
+        if not r.get("hold"):
+            return api.emit_signal(r["run_id"], r["signal"], r["value"])
+        with transaction.atomic():  # a long client transaction (a slow view under ATOMIC_REQUESTS)
+            stored = api.emit_signal(r["run_id"], r["signal"], r["value"])
+            time.sleep(r["hold"])
+        return stored
+
+    def resume(r):
+        try:
+            return api.resume(r["run_id"]).status
+        except DurableError as exc:  # it ended before its cancel landed: nothing to resume
+            return f"refused: {type(exc).__name__}"
 
     operations = {
-        "enqueue": lambda r: api.enqueue(r["name"], r["input"], idempotency_key=r["key"]).run_id,
-        "signal": lambda r: api.emit_signal(r["run_id"], r["signal"], r["value"]),
+        "enqueue": enqueue,
+        "signal": signal,
+        "cancel": lambda r: str(api.cancel(r["run_id"])),
+        "resume": resume,
         "stranded": lambda r: [[repair.run_id, repair.problem] for repair in Reconciler().stranded()],
     }
     for line in sys.stdin:

@@ -312,6 +312,10 @@ class Soak:
 
     def schedule(self):
         """Every submit and fault of the chaos window, drawn from the seed."""
+        self.schedule_plans()
+        self.schedule_faults()
+
+    def schedule_plans(self):
         seconds = self.config.chaos_seconds
         # Plans: a burst at the start, then about 1.5 a second until 80% through the window.
         offsets = [0.0] * 8
@@ -319,6 +323,9 @@ class Soak:
             offsets.append(offset)
         for index, offset in enumerate(offsets):
             self.at(offset, "enqueue", (index, draw_plan(self.plans_rng)))
+
+    def schedule_faults(self):
+        seconds = self.config.chaos_seconds
         # Faults: one every ~2s in the short soak (they overlap: a SIGSTOP lasts past the lease) and every
         # ~4s in a long one; each signal at least twice, one or two PostgreSQL restarts in the short soak
         # and one every ~90s in a long one.

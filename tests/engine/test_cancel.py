@@ -78,7 +78,8 @@ def test_cancelling_a_parent_cancels_its_whole_tree():
 
 
 def test_a_parent_that_ends_cancels_its_unfinished_descendants():
-    parent = api.enqueue("tests.parent", {"child": {"wait_signal": True}, "timeout": 0.2})
+    # A timeout far beyond the test: the parent is still waiting on its child when it is cancelled.
+    parent = api.enqueue("tests.parent", {"child": {"wait_signal": True}, "timeout": 600})
     run_until_idle()
     child_id = api.get_run(parent.run_id).waiting_for.split(":", 1)[1]
     assert api.get_run(child_id).status == "waiting"

@@ -1,11 +1,14 @@
 """The operator commands, over the client API."""
 
+import argparse
 import uuid
 from io import StringIO
 
+import django
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError, call_command, get_commands, load_command_class
 
+import durable_django
 from durable_django import api
 from durable_django.testing import run_until_idle
 from tests.helpers import sql
@@ -69,9 +72,24 @@ def test_bad_input_or_an_unknown_run_is_a_message_and_a_failure(args):
 def test_purge_command_deletes_old_finished_runs():
     run = api.enqueue("tests.noop", {})
     run_until_idle()
-    assert "purged 0 run(s)" in call("durable_purge", "--older-than", "1d")
+    assert call("durable_purge", "--older-than", "1d").strip() == "purged 0 runs"
     from tests.helpers import sql
 
     sql("UPDATE durable_run SET updated_at = now() - interval '2 days'")
-    assert "purged 1 run(s)" in call("durable_purge", "--older-than", "1d", "--batch-size", "10")
+    assert call("durable_purge", "--older-than", "1d", "--batch-size", "10").strip() == "purged 1 run"
     assert api.get_run(run.run_id) is None
+
+
+COMMANDS = sorted(name for name, app in get_commands().items() if app == "durable_django")
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_command_names_the_packages_release_for_version(name, capsys):
+    parser = load_command_class("durable_django", name).create_parser("manage.py", name)
+    [version] = [action for action in parser._actions if "--version" in action.option_strings]
+    if not isinstance(version, argparse._VersionAction):
+        pytest.skip(f"{name}'s --version is a function version (its own option)")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--version"])
+    expected = f"durable-django {durable_django.__version__} (Django {django.get_version()})"
+    assert capsys.readouterr().out.strip() == expected

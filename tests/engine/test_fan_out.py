@@ -99,7 +99,8 @@ def test_a_crash_between_inserting_the_children_and_journalling_them_leaves_no_c
     with faults.injected("spawn_many.inserted", crash):
         run_until_idle(functions=["tests.fan_out"])
     failed_once = api.get_run(parent.run_id)
-    assert failed_once.failures == 1 and "the worker dies after the insert" in failed_once.error
+    # Once, or again when its short retry delay ran out before the drain ended: each crash leaves no child.
+    assert failed_once.failures >= 1 and "the worker dies after the insert" in failed_once.error
     assert children_of(parent.run_id) == []
     make_due(parent.run_id)
     run_until_idle()

@@ -37,6 +37,19 @@ def test_a_second_run_of_a_key_is_held_pending_spending_nothing_and_runs_once_th
     assert next_run.run_id == second.run_id and next_run.held_by is None
 
 
+def test_a_run_a_landing_released_that_no_claim_reached_yet_is_no_hold_to_repair():
+    """A landing releases one run its key held; a backlog of older runs may keep every worker busy for
+    seconds before a claim reaches it. Meanwhile the key's free slot is that run's: the reconciler finds
+    nothing stranded and releases no second run (the workload fuzzer saw it do so under a backlog)."""
+    holder, *others = [api.enqueue("tests.limited", {"key": "a", "n": n}) for n in range(3)]
+    assert [run.run_id for run in claim(limit=10)] == [holder.run_id]
+    assert complete(api.get_run(holder.run_id), "null") == "succeeded"
+    assert [api.get_run(run.run_id).held_by for run in others] == [None, "concurrency:tests.limited:a"]
+    assert Reconciler().run_pass() == []
+    assert api.get_run(others[1].run_id).held_by == "concurrency:tests.limited:a"
+    assert [run.run_id for run in claim(limit=10)] == [others[0].run_id]  # the released run takes the slot
+
+
 def test_landing_the_holder_releases_the_run_its_key_held():
     runs = [api.enqueue("tests.limited", {"key": "a", "n": n}) for n in range(3)]
     assert run_until_idle() == 3

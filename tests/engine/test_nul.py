@@ -132,3 +132,45 @@ def test_a_batch_landing_the_database_refuses_lands_each_run_alone_and_fails_onl
     assert "this output is refused" in poisoned.error
     assert {api.get_run(run.run_id).status for run in runs} == {"succeeded", "failed"}
     assert claim() == []
+
+
+def test_an_error_the_database_refuses_to_store_still_lands_the_attempt_failed_with_its_class():
+    """A real refusal of the error's text (a trigger, as a constraint of a real server could): the attempt
+    lands failed all the same, its class kept, rather than left for its lease to run out and be reclaimed."""
+    run = api.enqueue("tests.nul_error", {})
+    sql("UPDATE durable_run SET retry_policy = '{\"max_attempts\": 1}' WHERE run_id = %s", [run.run_id])
+    sql("""
+        CREATE FUNCTION refuse_error() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF strpos(NEW.error, 'a message with a NUL') > 0 THEN RAISE EXCEPTION 'this error is refused'; END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER refuse_error BEFORE UPDATE ON durable_run FOR EACH ROW EXECUTE FUNCTION refuse_error();
+    """)
+    try:
+        run_until_idle()
+    finally:
+        sql("DROP TRIGGER refuse_error ON durable_run; DROP FUNCTION refuse_error()")
+    failed = api.get_run(run.run_id)
+    assert (failed.status, failed.error_type, failed.attempts) == ("failed", "builtins.ValueError", 1)
+    assert "the error's text could not be stored (django.db.utils.ProgrammingError)" in failed.error
+
+
+def test_an_output_the_database_refuses_fails_its_own_run_with_an_invalid_input_error():
+    from durable_django.exceptions import InvalidInput, OutputNotStored
+
+    # The storable domain refuses the output before any write: the attempt fails, retried per its policy.
+    run = api.enqueue("tests.surrogate_output", {})
+    run_until_idle()
+    failed = api.get_run(run.run_id)
+    # (Under load the 0.2 s retry may come due within the same run_until_idle.)
+    assert failed.error_type == "durable_django.exceptions.InvalidInput" and "lone surrogate" in failed.error
+    assert failed.status == ("failed" if failed.attempts == 2 else "pending")
+    assert issubclass(OutputNotStored, InvalidInput)
+    assert effects.count("surrogate-output-attempt") == failed.attempts
+
+
+def test_progress_the_database_refuses_is_invalid_input_in_the_handler():
+    run = api.enqueue("tests.surrogate_progress", {})
+    run_until_idle()
+    assert api.get_run(run.run_id).output == {"refused": "InvalidInput"}

@@ -269,7 +269,7 @@ def test_ticks_follow_the_cron_in_a_non_utc_zone_across_dst():
     set_next_fire(":dst", datetime(2024, 3, 9, 6, 30, tzinfo=UTC))  # 01:30 EST, Mar 9
     for _ in range(6):
         fired = schedule_store.claim_due(
-            names=NAMES, tenant_id=None, limit=10, fire=lambda s, now: fire_tick(s, s.next_fire_at)
+            names=NAMES, tenant_id=None, limit=10, fire=lambda key, s, now: fire_tick(key, s, s.next_fire_at)
         )
         assert len(fired) == 1 and fired[0].error is None
     ticks = [datetime.fromisoformat(key.split(":", 3)[3]) for key, _, _ in runs()]
@@ -477,7 +477,8 @@ def test_a_worker_without_the_function_leaves_the_schedule_for_one_that_has_it(s
     assert stored(":two")[0] == datetime(2024, 1, 1, tzinfo=UTC)
 
 
-def test_the_scheduler_runs_the_periodic_purge(settings, scheduler_threads):
+def test_the_scheduler_runs_the_periodic_purge(settings, scheduler_threads, caplog):
+    caplog.set_level(logging.INFO, logger="durable_django.scheduler")
     sql(
         "INSERT INTO durable_run (run_id, name, status, input, retry_policy, created_at, updated_at) "
         "SELECT 'old-' || i, 'tests.noop', 'succeeded', 'null', '{}', now() - interval '2 days', "
@@ -492,6 +493,12 @@ def test_the_scheduler_runs_the_periodic_purge(settings, scheduler_threads):
     scheduler_threads(functions=[])
     wait_until(lambda: sql("SELECT count(*) FROM durable_run")[0][0] == 2, timeout=30, message="the purge")
     assert sorted(r[0] for r in sql("SELECT run_id FROM durable_run")) == ["fresh", "live"]
+
+    def said():
+        return [record.getMessage() for record in caplog.records if record.getMessage().startswith("purged ")]
+
+    wait_until(said, timeout=30, message="the purge's line")
+    assert said() == ["purged 30 finished runs older than 86400s"]
     connections.close_all()
 
 

@@ -65,8 +65,8 @@ def test_a_failing_function_is_retried_with_backoff_then_fails_with_its_tracebac
     run_until_idle()
     first = api.get_run(run.run_id)
     assert first.status == "pending" and first.failures == 1
-    assert first.available_at > first.updated_at  # backoff: not claimable at once
-    assert run_until_idle() == 0
+    assert first.available_at > first.updated_at  # backoff: not claimable at once (a loaded machine may pass
+    # its 0.2 s before a second drain, so no drain here asserts that it claims nothing)
     for _ in range(2):
         make_due(run.run_id)  # the backoff passes
         run_until_idle()

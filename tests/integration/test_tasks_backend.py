@@ -15,7 +15,7 @@ from django.db import connection, transaction
 from django.test import override_settings
 from django.utils import timezone
 
-from durable_django import api
+from durable_django import RetryPolicy, api
 from durable_django.contrib.tasks.compat import InvalidTask, TaskResultDoesNotExist, TaskResultStatus
 from durable_django.contrib.tasks.paths import TaskPathError
 from durable_django.engine import submit
@@ -121,7 +121,9 @@ def test_the_backend_options_retry_policy_retries_a_failing_task_then_fails_it(w
     result = finished(tasks.always_fails, enqueued.id)
     assert result.status == TaskResultStatus.FAILED and result.attempts == 3
     assert len(lines("always-fails")) == 3
-    assert [e.exception_class_path for e in result.errors] == ["builtins.KeyError"]
+    # Every failed attempt's error, oldest first, as Django's errors list is.
+    assert [e.exception_class_path for e in result.errors] == ["builtins.KeyError"] * 3
+    assert all(e.traceback.startswith("Traceback") for e in result.errors)
     assert api.get_run(enqueued.id).retry_policy.max_attempts == 3
     statuses = [line.split()[2] for line in lines("signals") if line.startswith("finished")]
     assert statuses == ["READY", "READY", "FAILED"]
@@ -353,9 +355,33 @@ def test_validate_task_and_backend_setup_touch_no_database():
     with pytest.raises(InvalidTask, match="takes context"):
         task(takes_context=True)(tasks.plain_function)
     with pytest.raises(InvalidTask, match="RetryPolicy"):
-        task(retry={"max_attempts": 2})(tasks.plain_function)
+        task(tasks.plain_function).using(retry={"max_attempts": 2})
     assert backend.supports_defer and backend.supports_priority
     assert backend.supports_async_task and backend.supports_get_result
+
+
+@pytest.mark.skipif(
+    not tasks.DECORATOR_TAKES_OPTIONS,
+    reason="@task(retry=...) needs a decorator that passes extra keywords to the task class "
+    "(Django 6.1 or the django-tasks backport; Django 6.0's takes its own keywords only)",
+)
+def test_the_task_decorator_declares_a_retry_policy_and_refuses_another_type():
+    policy = RetryPolicy(max_attempts=4)
+    declared = task(retry=policy, priority=2)(tasks.plain_function)
+    assert declared.retry == policy and declared.using(priority=3).retry == policy
+    with pytest.raises(InvalidTask, match="RetryPolicy"):
+        task(retry={"max_attempts": 2})(tasks.plain_function)
+
+
+def test_using_sets_a_retry_policy_on_every_django_and_keeps_it_through_later_usings():
+    plain = task(tasks.plain_function)
+    assert plain.retry is None
+    policy = RetryPolicy(max_attempts=4, initial_delay=0.5)
+    declared = plain.using(retry=policy, queue_name="reports")
+    assert (declared.retry, declared.queue_name, plain.retry) == (policy, "reports", None)
+    again = declared.using(priority=7)
+    assert (again.retry, again.priority, again.queue_name) == (policy, 7, "reports")
+    assert again.using(retry=RetryPolicy(max_attempts=2)).retry.max_attempts == 2
 
 
 def test_the_backend_check_wants_durable_django_installed():
@@ -378,3 +404,26 @@ def test_unknown_or_invalid_options_are_a_configuration_error():
             DurableBackend("custom", {"OPTIONS": {"retry": not_a_policy}})
     backend = DurableBackend("custom", {"OPTIONS": {"retry": {"max_attempts": 7}}})
     assert backend.retry.max_attempts == 7
+
+
+@with_db
+def test_a_broken_tasks_alias_leaves_claims_and_the_other_aliases_limits_working(caplog):
+    from durable_django.contrib.tasks.backend import declared_queue_limits
+
+    broken = {
+        **settings.TASKS,
+        "limited": {
+            "BACKEND": "durable_django.tasks.DurableBackend",
+            "QUEUES": ["default"],
+            "OPTIONS": {"queues": {"default": {"concurrency": 7}}},
+        },
+        "typo": {"BACKEND": "durable_django.tasks.DurableBackendd"},
+        "bad_options": {"BACKEND": "durable_django.tasks.DurableBackend", "OPTIONS": {"retyr": {}}},
+    }
+    with override_settings(TASKS=broken):
+        assert declared_queue_limits()["default"].concurrency == 7
+        run = api.enqueue("tests.noop", {"claimed": True})
+        run_until_idle()
+        assert api.get_run(run.run_id).status == "succeeded"
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "TASKS['typo']" in logged and "TASKS['bad_options']" in logged

@@ -106,15 +106,17 @@ def test_ten_thousand_runs_held_behind_one_key_do_not_delay_another_key_and_spen
     sql("""
         INSERT INTO durable_run (run_id, name, version, status, input, retry_policy, queue, priority,
                                  concurrency_key, concurrency_limit, created_at, updated_at)
-        SELECT 'hot-' || g, 'tests.limited', 1, 'pending', '{"key": "hot", "seconds": 30}', '{}', 'default', 0,
+        SELECT 'hot-' || g, 'tests.limited', 1, 'pending', '{"key": "hot", "seconds": 3600}', '{}', 'default', 0,
                'concurrency:tests.limited:hot', 1, now() - interval '1 hour', now()
         FROM generate_series(1, 10000) g
     """)
     for _ in range(2):
         workers.start("--concurrency", "4")
+    # The hot key's one admitted run outlives the test (the workers are killed at teardown): were it to end, it
+    # would release a held run, and a loaded machine that holds the backlog late would never see 9,999 held.
     wait_until(
         lambda: sql("SELECT count(*) FROM durable_run WHERE held_by = 'concurrency:tests.limited:hot'")[0][0] == 9_999,
-        timeout=60,
+        timeout=120,
         message="the hot key's runs held",
     )
     enqueued = time.monotonic()
@@ -130,3 +132,36 @@ def test_ten_thousand_runs_held_behind_one_key_do_not_delay_another_key_and_spen
     )
     assert (attempts, failures, recoveries) == (0, 0, 0)
     assert effects.count("limited-events") == 2 * 20 + 1  # the others, and the hot key's one start
+
+
+def test_sleepers_that_wake_behind_a_full_key_never_keep_idle_slots_from_other_runs(workers):
+    workers.start("--concurrency", "4", DURABLE_TEST_POLL_SECONDS="1")
+    nappers = [api.enqueue("tests.limited_nap", {"key": "k", "nap": 2, "n": n}) for n in range(4)]
+    # One at a time they start and nap, each freeing the key's one slot as it sleeps.
+    wait_until(
+        lambda: {api.get_run(run.run_id).status for run in nappers} == {"waiting"}, timeout=60, message="the naps"
+    )
+    busy = api.enqueue("tests.limited_nap", {"key": "k", "busy": 20})
+    wait_until(lambda: effects.exists("limited-nap-busy"), timeout=60, message="the key to be taken")
+    wait_until(
+        lambda: (
+            sql(
+                "SELECT count(*) FROM durable_run WHERE run_id = ANY(%s) AND status = 'waiting'"
+                " AND available_at > now()",
+                [[run.run_id for run in nappers]],
+            )
+            == [(0,)]
+        ),
+        timeout=60,
+        message="the naps to end behind the busy key",
+    )
+    free = [api.enqueue("tests.noop", {"n": n}) for n in range(3)]
+    wait_until(
+        lambda: {api.get_run(run.run_id).status for run in free} == {"succeeded"}, timeout=60, message="free runs"
+    )
+    assert api.get_run(busy.run_id).status == "running"  # they ran beside it, not after it
+    wait_until(
+        lambda: {api.get_run(run.run_id).status for run in [busy, *nappers]} == {"succeeded"},
+        timeout=90,
+        message="the key's runs, one after another",
+    )

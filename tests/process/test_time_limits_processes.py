@@ -1,5 +1,7 @@
 """Attempt timeouts and run deadlines with real worker processes."""
 
+import os
+import signal
 from datetime import timedelta
 
 import pytest
@@ -46,8 +48,8 @@ def test_a_stuck_sync_handler_is_retried_then_failed_and_past_max_abandoned_the_
     assert (released.status, released.leased_until, released.recoveries) == ("pending", None, 0)
     assert holding_a_lease() == []
     log = workers.output(worker)
-    assert "3 thread(s) are stuck in handlers past their time limit (--max-abandoned 2)" in log, log
-    assert "released 1 run(s) still running after the grace period" in log, log
+    assert "3 threads are stuck in handlers past their time limit (--max-abandoned 2)" in log, log
+    assert "released 1 run still running after the grace period" in log, log
 
 
 def test_an_async_handler_past_its_timeout_is_cancelled_and_its_thread_comes_back(workers):
@@ -128,3 +130,43 @@ def test_deadlines_end_pending_sleeping_waiting_and_running_runs_within_a_poll_i
         assert late.leased_until is None
     wait_until(lambda: status(child) == "cancelled", timeout=60, message="the child to be cancelled")
     assert worker.poll() is None
+
+
+def test_a_timed_out_attempt_is_landed_by_its_holder_never_reclaimed_by_an_idle_worker(workers):
+    # A short lease puts heartbeats inside every attempt; idle slots on both workers wake at each lease's end.
+    sync_runs = [api.enqueue("tests.stuck", {"seconds": 2, "n": n}) for n in range(3)]  # two attempts each
+    async_runs = [api.enqueue("tests.async_stuck", {"n": n}) for n in range(3)]  # one attempt each
+    for _ in range(2):
+        workers.start("--concurrency", "6", "--max-abandoned", "50", DURABLE_TEST_LEASE_SECONDS="1.5")
+    everything = sync_runs + async_runs
+    wait_until(
+        lambda: {status(run.run_id) for run in everything} == {"failed"}, timeout=90, message="every run to time out"
+    )
+    with open(effects._path("stuck-attempt")) as handle:
+        sync_attempts = [line.split()[0] for line in handle.read().splitlines()]
+    with open(effects._path("async-stuck-started")) as handle:
+        async_starts = handle.read().split()
+    for run in sync_runs:
+        ended = api.get_run(run.run_id)
+        assert (ended.error_type, ended.failures, ended.attempts, ended.recoveries) == (TIMED_OUT, 2, 2, 0)
+        assert sync_attempts.count(run.run_id) == 2
+    for run in async_runs:
+        ended = api.get_run(run.run_id)
+        assert (ended.error_type, ended.failures, ended.attempts, ended.recoveries) == (TIMED_OUT, 1, 1, 0)
+        assert async_starts.count(run.run_id) == 1
+
+
+def test_a_reclaim_after_a_timeout_its_stalled_holder_never_landed_counts_against_the_retry_budget(workers):
+    run = api.enqueue("tests.stuck_once", {})  # one attempt, a 1 s timeout
+    holder = workers.start("--concurrency", "1", DURABLE_TEST_LEASE_SECONDS="2")
+    wait_until(lambda: effects.count("stuck-attempt") == 1, timeout=60, message="the attempt to start")
+    os.kill(holder.pid, signal.SIGSTOP)  # before its timeout: it will never land it
+    try:
+        workers.start("--concurrency", "2", DURABLE_TEST_LEASE_SECONDS="2")
+        wait_until(lambda: status(run.run_id) == "failed", timeout=60, message="the reclaim to fail the run")
+    finally:
+        os.kill(holder.pid, signal.SIGCONT)
+    ended = api.get_run(run.run_id)
+    assert (ended.error_type, ended.failures, ended.attempts) == (TIMED_OUT, 1, 2)
+    assert "outlived its timeout of 1s" in ended.error
+    assert effects.count("stuck-attempt") == 1  # the only allowed attempt ran once, never again

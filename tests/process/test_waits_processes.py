@@ -16,7 +16,8 @@ def status(run_id):
 
 
 def test_a_single_slot_worker_runs_other_work_while_a_run_sleeps_and_resumes_it_after_its_deadline(workers):
-    sleeper = api.enqueue("tests.sleeper", {"seconds": 3})
+    # Ten seconds leave room for twenty no-op runs on a loaded machine, where three once did not.
+    sleeper = api.enqueue("tests.sleeper", {"seconds": 10})
     workers.start("--concurrency", "1", DURABLE_TEST_POLL_SECONDS="30")
     wait_until(lambda: status(sleeper.run_id) == "waiting", message="the sleeper to suspend")
     others = [api.enqueue("tests.noop", {"n": n}) for n in range(20)]
@@ -26,7 +27,7 @@ def test_a_single_slot_worker_runs_other_work_while_a_run_sleeps_and_resumes_it_
         message="other runs to finish while the sleeper sleeps",
     )
     assert status(sleeper.run_id) == "waiting"
-    wait_until(lambda: status(sleeper.run_id) == "succeeded", timeout=30, message="the sleeper to wake")
+    wait_until(lambda: status(sleeper.run_id) == "succeeded", timeout=60, message="the sleeper to wake")
     done = api.get_run(sleeper.run_id)
     assert done.output == "after" and done.failures == 0
 

@@ -4,7 +4,7 @@ from datetime import timedelta
 import pytest
 
 from durable_django import api
-from durable_django.store import claims, landing
+from durable_django.store import claims, landing, leases
 from durable_django.testing import make_due
 from tests.helpers import run_in_threads, sql
 from tests.store.factories import claim, complete, enqueue_many, fail
@@ -76,10 +76,10 @@ def test_a_stale_token_cannot_complete_fail_or_heartbeat_a_reclaimed_run():
     [fresh] = claim()
     assert complete(stale, '"stale"') is None
     assert fail(stale, error="x", error_type="X", final=True, delay=0) is None
-    [stale_beat] = claims.heartbeat([(stale.run_id, stale.attempts)], 30).values()
+    [stale_beat] = leases.heartbeat([(stale.run_id, stale.attempts)], 30).values()
     assert (stale_beat.renewed, stale_beat.held) == (False, False)
-    assert claims.heartbeat([(fresh.run_id, fresh.attempts)], 30) == {
-        (fresh.run_id, fresh.attempts): claims.Renewal(renewed=True, cancel_requested=False, held=True)
+    assert leases.heartbeat([(fresh.run_id, fresh.attempts)], 30) == {
+        (fresh.run_id, fresh.attempts): leases.Renewal(renewed=True, cancel_requested=False, held=True)
     }
     current = api.get_run(fresh.run_id)
     assert (current.status, current.output, current.failures) == ("running", None, 0)
@@ -87,11 +87,12 @@ def test_a_stale_token_cannot_complete_fail_or_heartbeat_a_reclaimed_run():
     assert api.get_run(fresh.run_id).output == "fresh"
 
 
-def test_a_heartbeat_never_renews_a_lease_past_the_attempts_timeout():
+def test_a_heartbeat_never_renews_a_lease_more_than_a_lease_past_the_attempts_timeout():
     api.enqueue("tests.noop", {})
     api.enqueue("tests.noop", {})
     limited, free = claim(limit=2)
-    renewals = claims.heartbeat(
+    sql("UPDATE durable_run SET attempt_started_at = attempt_started_at - interval '20 seconds'")
+    renewals = leases.heartbeat(
         [(limited.run_id, limited.attempts), (free.run_id, free.attempts)], 30, timeouts=[2.5, None]
     )
     assert all(renewal.renewed for renewal in renewals.values())
@@ -101,8 +102,9 @@ def test_a_heartbeat_never_renews_a_lease_past_the_attempts_timeout():
             [[limited.run_id, free.run_id]],
         )
     )
-    assert rows[limited.run_id] == timedelta(seconds=2.5)
-    assert rows[free.run_id] > timedelta(seconds=29)
+    # The holder has a lease's time past the timeout to land it before anyone may take the run.
+    assert rows[limited.run_id] == timedelta(seconds=32.5)
+    assert rows[free.run_id] > timedelta(seconds=49)
 
 
 def test_retry_backoff_sets_available_at_in_the_future_and_counts_failures_only():

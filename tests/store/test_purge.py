@@ -105,7 +105,7 @@ def test_durable_purge_command(capsys):
     make_runs("old-", 300, landed_ago=timedelta(days=31), steps=3)
     make_runs("live-", 5, statuses=("running",), landed_ago=timedelta(days=90), steps=3)
     call_command("durable_purge", "--older-than", "30d", "--batch-size", "64")
-    assert capsys.readouterr().out.strip().endswith("purged 300 run(s)")
+    assert capsys.readouterr().out.strip().endswith("purged 300 runs")
     assert ids("%") == ids("live-%") and steps_of("%") == 15
 
 

@@ -6,7 +6,7 @@ pooler), and "direct" and "replica", aliases without it.
 
 import pytest
 
-from durable_django.checks import check_deployment
+from durable_django.checks import check_deployment, check_settings
 
 
 @pytest.fixture
@@ -18,7 +18,8 @@ def durable(settings):
 
 
 def ids():
-    return sorted(message.id for message in check_deployment())
+    """What the deployment checks report, and the settings rules (a value of the wrong kind is theirs)."""
+    return sorted(message.id for message in [*check_deployment(), *check_settings()])
 
 
 def test_the_test_settings_pass():

@@ -290,6 +290,12 @@ def bad_key(ctx, input):
     return input
 
 
+@durable_function("tests.rated_hourly", rate_limit=RateLimit(2, per=3600))
+def rated_hourly(ctx, input):
+    """Two starts an hour: a window no test outlives."""
+    return input
+
+
 @durable_function("tests.number_key", rate_limit=RateLimit(1, per=1.0, key=lambda input: 42))
 def number_key(ctx, input):
     return input
@@ -516,6 +522,19 @@ async def async_progress(ctx, input):
     return value
 
 
+@durable_function("tests.async_orm")
+async def async_orm(ctx, input):
+    """Django's async ORM in a step and outside one: thread-sensitive calls, as a Django project makes them."""
+    from django.contrib.auth.models import User
+
+    async def count():
+        return await User.objects.acount()
+
+    in_step = await ctx.step("count", count)
+    outside = await User.objects.filter(username__startswith=input["prefix"]).acount()
+    return {"in_step": in_step, "outside": outside}
+
+
 @durable_function("tests.traced_step")
 def traced_step(ctx, input):
     """A step whose function makes a span of its own: it nests under the step's span."""
@@ -526,3 +545,226 @@ def traced_step(ctx, input):
             return "traced"
 
     return ctx.step("work", work)
+
+
+@durable_function("tests.stream_words", retry=FAST_RETRY)
+def stream_words(ctx, input):
+    """Writes each word to the stream "tokens" from the body, then (optionally) some from inside a step."""
+    ctx.set_event("status", "started")
+    for word in input["words"]:
+        time.sleep(input.get("delay", 0))
+        ctx.write_stream("tokens", word)
+        effects.record("body-write", f"{ctx.attempt}:{word}")
+    if input.get("inner"):
+
+        def inner():
+            effects.record("inner-step", str(ctx.attempt))
+            for word in input["inner"]:
+                ctx.write_stream("inner", word)
+            if ctx.attempt < input.get("inner_fails_until", 0):
+                if input.get("hang"):
+                    effects.touch("inner-hangs")
+                    time.sleep(600)
+                raise ValueError("the step fails after writing, on purpose")
+            return len(input["inner"])
+
+        ctx.step("inner", inner)
+    if input.get("close", True):
+        ctx.close_stream("tokens")
+    ctx.set_event("status", "done")
+    if ctx.attempt < input.get("fail_until", 0):
+        raise ValueError("the body fails after writing, on purpose")
+    return len(input["words"])
+
+
+@durable_function("tests.stream_bad_input")
+def stream_bad_input(ctx, input):
+    """Reports what each bad write raised; nothing bad is written."""
+    refused = {}
+    for name, call in {
+        "nul-key": lambda: ctx.write_stream("a\x00b", 1),
+        "surrogate-key": lambda: ctx.set_event("a\udcffb", 1),
+        "long-key": lambda: ctx.write_stream("k" * 513, 1),
+        "not-json": lambda: ctx.set_event("ok", object()),
+        "nan": lambda: ctx.write_stream("ok", float("nan")),
+        "surrogate-value": lambda: ctx.write_stream("ok", "a\udcffb"),
+        "too-big": lambda: ctx.write_stream("ok", "x" * int(input["max_bytes"])),
+    }.items():
+        try:
+            call()
+        except Exception as exc:  # noqa: BLE001 - every refusal is reported, whatever its type
+            refused[name] = f"{type(exc).__name__}: {exc}"
+    ctx.write_stream("ok", "\U0001f600 fits")
+    ctx.close_stream("ok")
+    try:
+        ctx.write_stream("ok", "after close")
+    except Exception as exc:  # noqa: BLE001 - as above
+        refused["after-close"] = f"{type(exc).__name__}: {exc}"
+    return refused
+
+
+@durable_function("tests.async_stream_words")
+async def async_stream_words(ctx, input):
+    await ctx.set_event("status", "started")
+    for word in input["words"]:
+        await ctx.write_stream("tokens", word)
+
+    async def inner():
+        await ctx.write_stream("inner", ctx.attempt)
+        return None
+
+    await ctx.step("inner", inner)
+    if ctx.attempt < input.get("fail_until", 0):
+        raise ValueError("the body fails after writing, on purpose")
+    return len(input["words"])
+
+
+@durable_function("tests.stream_until_signal")
+def stream_until_signal(ctx, input):
+    """Writes its words, then waits for "go" (a reader waits meanwhile), then publishes the event "answer"."""
+    for word in input["words"]:
+        ctx.write_stream("tokens", word)
+    answer = ctx.wait_for_signal("wait-go", "go")
+    ctx.set_event("answer", answer)
+    ctx.write_stream("tokens", "after-signal")
+    return answer
+
+
+@durable_function("tests.long_step")
+def long_step(ctx, input):
+    """One step of ``seconds``, each execution of it recorded; a client may wait for ``pause`` meanwhile."""
+
+    def work():
+        effects.record("long-step", ctx.run_id)
+        time.sleep(input["seconds"])
+        return "slept"
+
+    return ctx.step("long", work)
+
+
+@durable_function("tests.limited_nap", concurrency=Concurrency(1, key=lambda input: input["key"]))
+def limited_nap(ctx, input):
+    """Naps ``nap`` seconds (its slot is free while it sleeps), or keeps its key busy for ``busy`` seconds."""
+    if input.get("busy"):
+        effects.touch("limited-nap-busy")
+        time.sleep(input["busy"])
+        return "busy"
+    ctx.sleep_for("nap", input["nap"])
+    return "napped"
+
+
+# Two attempts, then parked for an operator (no delay between them, so a test need not wait).
+PARK_RETRY = RetryPolicy(max_attempts=2, initial_delay=0.0, max_delay=0.0, jitter=0.0, on_exhausted="park")
+
+
+@durable_function("tests.parks", retry=PARK_RETRY)
+def parks(ctx, input):
+    """Journals a step, then fails until the attempt numbered ``succeed_on`` (each attempt is recorded)."""
+    ctx.step("before", lambda: "kept")
+    effects.record("parks-attempt", str(ctx.attempt))
+    if ctx.attempt < input["succeed_on"]:
+        raise ValueError(f"attempt {ctx.attempt} fails on purpose")
+    return "done"
+
+
+@durable_function("tests.timed_steps")
+def timed_steps(ctx, input):
+    """A step of ``seconds`` seconds, a sleep, another step: for the journal's step timings."""
+    ctx.step("slow", lambda: time.sleep(input.get("seconds", 0.2)) or "slept")
+    ctx.sleep_for("nap", timedelta(seconds=input.get("nap", 3600)))
+    return ctx.step("after", lambda: "after")
+
+
+@durable_function("tests.console_tour", retry=RetryPolicy(max_attempts=3, initial_delay=0.0, jitter=0.0))
+def console_tour(ctx, input):
+    """What the run page's chart draws: a step, a failed attempt, a sleep, a child waited for, a last step."""
+    ctx.step("fetch", lambda: time.sleep(0.05) or "fetched")
+    if ctx.attempt == 1:
+        raise RuntimeError("the first attempt fails after its step")
+    ctx.sleep_for("nap", timedelta(hours=1))
+    child_id = ctx.spawn("helper", "tests.noop", {"n": 1})
+    ctx.wait_for_result("helper-done", child_id)
+    return ctx.step("finish", lambda: "finished")
+
+
+@durable_function("tests.gated_steps")
+def gated_steps(ctx, input):
+    """A step, then a second one once the file ``gate`` exists (the test opens it)."""
+    ctx.step("one", lambda: "one")
+
+    def two():
+        while not effects.exists("gate"):
+            time.sleep(0.05)
+        return "two"
+
+    return ctx.step("two", two)
+
+
+@durable_function(
+    "tests.parks_with_child",
+    retry=RetryPolicy(max_attempts=1, initial_delay=0.0, jitter=0.0, on_exhausted="park"),
+)
+def parks_with_child(ctx, input):
+    """Spawns a child that sleeps an hour, then fails: its only attempt parks it."""
+    ctx.spawn("sleepy", "tests.sleeper", {"seconds": 3600})
+    raise ValueError("fails after spawning")
+
+
+def _forkable_step_c(ctx, input, answer):
+    if effects.exists("forkable-c-broken"):
+        raise RuntimeError("step c is broken")
+    effects.touch(f"forkable-c-started-{ctx.run_id}")
+    time.sleep(input.get("c_seconds", 0))
+    effects.record("forkable-c", ctx.run_id)
+    return answer
+
+
+def _forkable(ctx, input, answer):
+    a = ctx.step("a", lambda: effects.record("forkable-a", ctx.run_id) or "a")
+    child = ctx.spawn("child", "tests.noop", {"child_of": ctx.run_id})
+    b = ctx.step("b", lambda: effects.record("forkable-b", ctx.run_id) or "b")
+    c = ctx.step("c", lambda: _forkable_step_c(ctx, input, answer))
+    return {"a": a, "b": b, "c": c, "child": ctx.wait_for_result("wait-child", child)}
+
+
+@durable_function("tests.forkable", version=1, retry=ONCE)
+def forkable_v1(ctx, input):
+    return _forkable(ctx, input, "c1")
+
+
+@durable_function("tests.forkable", version=2, retry=ONCE)
+def forkable_v2(ctx, input):
+    return _forkable(ctx, input, "c2")
+
+
+@durable_function("tests.changing")
+def changing(ctx, input):
+    """One workflow as successive deploys change it, chosen by DURABLE_TEST_CODE when each attempt runs."""
+    code = os.environ.get("DURABLE_TEST_CODE", "old")
+    first = ctx.step("first", lambda: "one")
+    if code == "old":
+        second = ctx.step("second", lambda: "two")
+    elif code == "patched":
+        if ctx.patched("rename-second"):
+            if input.get("pause_after_patch"):
+                effects.touch("patch-recorded")
+                time.sleep(input["pause_after_patch"])
+            second = ctx.step("second-renamed", lambda: effects.record("second-renamed", ctx.run_id) or "renamed")
+        else:
+            second = ctx.step("second", lambda: "two")
+    elif code == "deprecated":
+        ctx.deprecated_patch("rename-second")
+        second = ctx.step("second-renamed", lambda: "renamed")
+    else:  # "changed": the rename deployed without a patch
+        second = ctx.step("second-renamed", lambda: "renamed")
+    ctx.sleep_for("nap", input.get("nap", 0))
+    return [first, second, ctx.step("third", lambda: "three")]
+
+
+@durable_function("tests.async_patched")
+async def async_patched(ctx, input):
+    first = await ctx.step("first", lambda: "one")
+    return [first, await ctx.patched("async-patch"), await ctx.patched("async-patch")]
+
+
+from . import fuzz, poison  # noqa: E402, F401 - their workflows register on import

@@ -5,6 +5,7 @@ so a test can see what a worker subprocess did and in which order.
 """
 
 import asyncio
+import inspect
 import os
 import time
 
@@ -19,15 +20,26 @@ except ImportError:  # Django 5.2 with the django-tasks backport
     from django_tasks import task
     from django_tasks.signals import task_enqueued, task_finished, task_started
 
+# Django 6.1's @task (and the backport's) passes keywords beyond its own to the backend's task class,
+# so ``@task(retry=...)`` declares a DurableTask option; Django 6.0's takes its own keywords only.
+DECORATOR_TAKES_OPTIONS = any(
+    parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in inspect.signature(task).parameters.values()
+)
+
 
 @task
 def add(a, b):
     return a + b
 
 
-@task(retry=RetryPolicy(max_attempts=1))
 def explode(message):
     raise ValueError(message)
+
+
+if DECORATOR_TAKES_OPTIONS:
+    explode = task(retry=RetryPolicy(max_attempts=1))(explode)
+else:  # Django 6.0: the same option, set with DurableTask.using()
+    explode = task(explode).using(retry=RetryPolicy(max_attempts=1))
 
 
 @task
