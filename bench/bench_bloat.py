@@ -1,4 +1,4 @@
-"""Issue 17: what each kind of update to durable_run costs, and whether the table stays bounded under load.
+"""What each kind of update to durable_run costs, and whether the table stays bounded under load.
 
 First each kind of update a run goes through (claim, lease renewal, progress
 write, landing) is made alone on 2,000 held runs, and ``pg_stat_user_tables``
@@ -152,7 +152,7 @@ def claim_ms() -> float:
 
 def update_costs() -> None:
     """Each kind of update alone; then what the lease index costs a heartbeat, and what it saves a claim."""
-    print("issue 17: the cost of each kind of update to durable_run", flush=True)
+    print("the cost of each kind of update to durable_run", flush=True)
     with connect(SMALL) as conn:
         fillfactor = conn.execute(
             "SELECT coalesce((SELECT option_value FROM pg_options_to_table("
@@ -258,7 +258,7 @@ def sustained(minutes: float) -> None:
     with connect(BIG) as conn:
         conn.execute("TRUNCATE durable_worker")
     print(
-        f"issue 17: sustained load for {minutes:g} min: {NOOPS_PER_SECOND} no-op + {WORKING_PER_SECOND} working "
+        f"sustained load for {minutes:g} min: {NOOPS_PER_SECOND} no-op + {WORKING_PER_SECOND} working "
         f"runs/s ({WORK_SECONDS:g}s each, 3 progress writes, lease {LEASE_SECONDS:g}s), purged after "
         f"{PURGE_AFTER_SECONDS:g}s",
         flush=True,

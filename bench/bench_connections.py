@@ -1,4 +1,4 @@
-"""Issue 17 (3): the PostgreSQL connections a ``durable_worker`` process holds under load.
+"""The PostgreSQL connections a ``durable_worker`` process holds under load.
 
 A worker at ``--concurrency`` 1, 8 and 32 (with its scheduler and reconciler, as
 deployed) drains runs that keep every slot busy journalling steps; the
@@ -78,7 +78,7 @@ def peak_connections(concurrency: int, runs: int) -> tuple[int, dict[str, int], 
 
 
 def main() -> None:
-    print(f"issue 17: connections per worker under load (steps of {PAUSE}s)", flush=True)
+    print(f"connections per worker under load (steps of {PAUSE}s)", flush=True)
     for concurrency in CONCURRENCIES:
         peak, split, busy = peak_connections(concurrency, runs=max(2 * concurrency, 4))
         detail = ", ".join(f"{name} {count}" for name, count in sorted(split.items()))

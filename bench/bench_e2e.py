@@ -1,4 +1,4 @@
-"""Issue 3: no-op runs end to end with real worker processes, steps, wake-up latency and RSS."""
+"""No-op runs end to end with real worker processes, steps, wake-up latency and RSS."""
 
 from __future__ import annotations
 
@@ -295,7 +295,7 @@ def peers_main(args) -> None:
 
 def main(args) -> None:
     n = args.runs
-    print(f"issue 3: {n} no-op runs end to end", flush=True)
+    print(f"{n} no-op runs end to end", flush=True)
     fastest = (0.0, "")
     rss = None
     for layout in args.layouts.split(","):

@@ -1,4 +1,4 @@
-"""Issue 14: fan-out, fan-in and bulk enqueue against their one-at-a-time and raw baselines.
+"""Fan-out, fan-in and bulk enqueue against their one-at-a-time and raw baselines.
 
 - ``ctx.spawn_many`` of N children vs N ``ctx.spawn`` calls, each made by one attempt of a parent
   run executed in this process; only the spawning is timed, inside the handler. Target >= 20x.
@@ -293,7 +293,7 @@ def enqueue_many_vs_loop_and_raw(n: int) -> None:
 
 
 def main(n: int, processes: int) -> None:
-    print(f"issue 14: fan-out and bulk enqueue, {n:,} runs", flush=True)
+    print(f"fan-out and bulk enqueue, {n:,} runs", flush=True)
     enqueue_many_vs_loop_and_raw(n)
     spawn_many_vs_spawn_loop(n)
     gather(n, processes)

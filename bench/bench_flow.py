@@ -1,4 +1,4 @@
-"""Issue 13: what flow control costs the claim, and whether a rate limit is met.
+"""What flow control and pauses cost the claim, and whether a rate limit is met.
 
 Workers are ``--concurrency 8`` processes (not ``--burst``: a burst worker leaves
 when every due run is held behind a key another process runs), stopped once the
@@ -111,6 +111,48 @@ def held_runs_do_not_slow_the_claim(runs: int, held: int, processes: int, rounds
     )
 
 
+def paused_runs_do_not_slow_the_claim(runs: int, paused: int, processes: int, rounds: int = 3) -> None:
+    """No-op runs drained beside ``paused`` due runs of a paused function (the workers register it) vs beside
+    none, alternating as held_runs_do_not_slow_the_claim does: a paused claim must not read the paused runs."""
+    from durable_django import api
+
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    for index in range(2 * rounds):
+        beside = index % 4 in (1, 2)
+        reset_tables()
+        api.unpause(function="bench.unkeyed")
+        if beside:
+            with raw_connect() as conn:
+                conn.execute(
+                    """
+                    INSERT INTO durable_run (run_id, name, version, status, input, retry_policy, queue, priority,
+                                             created_at, updated_at)
+                    SELECT 'paused-' || g, 'bench.unkeyed', 1, 'pending', '{}', '{}', 'default', 5,
+                           now() - interval '1 hour' - make_interval(secs => g), now()
+                    FROM generate_series(1, %(paused)s) g
+                    """,
+                    {"paused": paused},
+                )
+            api.pause(function="bench.unkeyed", reason="benchmark")
+        api.enqueue_many("bench.noop", [{}] * runs)
+        rates[beside].append(drain("bench.noop", runs, processes))
+        if beside:
+            with raw_connect() as conn:
+                started = conn.execute(
+                    "SELECT count(*) FROM durable_run WHERE name = 'bench.unkeyed' AND attempts > 0"
+                ).fetchone()[0]
+            assert started == 0, f"{started} runs of the paused function were started"
+    api.unpause(function="bench.unkeyed")
+    alone, beside_rate = statistics.median(rates[False]), statistics.median(rates[True])
+    record(
+        f"no-op runs beside {paused:,} due runs of a paused function / none ({processes}x8 workers, "
+        f"median of {rounds})",
+        f"{beside_rate:,.0f} vs {alone:,.0f} runs/s",
+        f"{beside_rate / alone:.2f}",
+        ">= 0.9",
+    )
+
+
 def rate_limit_is_met(limit: int, seconds: float, processes: int) -> None:
     """Runs of a function limited to ``limit`` starts a second, more than a minute's worth, drained for
     ``seconds``: the starts per second over that time (from the runs' own start times), the most in any one
@@ -169,7 +211,8 @@ def rate_limit_is_met(limit: int, seconds: float, processes: int) -> None:
 
 
 def main(runs: int, processes: int, seconds: float) -> None:
-    print(f"issue 13: flow control, {processes}x8 workers", flush=True)
+    print(f"flow control and pauses, {processes}x8 workers", flush=True)
     keys_limited_to_one(runs, 1000, processes)
     held_runs_do_not_slow_the_claim(runs, 100_000, processes)
+    paused_runs_do_not_slow_the_claim(runs, 100_000, processes)
     rate_limit_is_met(1000, seconds, processes)

@@ -1,4 +1,4 @@
-"""Issue 15: a worker with OpenTelemetry (the SDK, a batch processor) and Prometheus (--metrics-port) enabled
+"""A worker with OpenTelemetry (the SDK, a batch processor) and Prometheus (--metrics-port) enabled
 vs the same worker without, on no-op runs.
 
 Rounds alternate plain and instrumented, each draining the same number of no-op runs with a fresh
@@ -88,7 +88,7 @@ def drain(n: int, concurrency: int, *, instrumented: bool) -> tuple[float, float
 
 
 def main(n: int, concurrency: int = 8, rounds: int = 5) -> None:
-    print(f"issue 15: {n} no-op runs, 1 worker x {concurrency} threads, with and without OpenTelemetry + Prometheus")
+    print(f"{n} no-op runs, 1 worker x {concurrency} threads, with and without OpenTelemetry + Prometheus")
     plain, instrumented = [], []
     drain(n, concurrency, instrumented=False)  # warm-up: caches, statistics
     for _ in range(rounds):

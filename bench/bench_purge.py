@@ -1,4 +1,4 @@
-"""Issue 5: purge a large table of finished runs while enqueue and claim go on.
+"""Purge a large table of finished runs while enqueue and claim go on.
 
 Makes ``--runs`` finished runs with ``--steps`` journal entries each (one
 INSERT ... SELECT generate_series per chunk), measures an enqueue+claim+complete
@@ -118,7 +118,7 @@ def purge(batch_size: int) -> tuple[int, int, float, float]:
 
 def main(runs: int, steps: int, batch_size: int, baseline_seconds: float) -> None:
     print(
-        f"issue 5: purge {runs} finished runs x {steps} steps in batches of {batch_size}, "
+        f"purge {runs} finished runs x {steps} steps in batches of {batch_size}, "
         "with an enqueue+claim+complete loop beside it",
         flush=True,
     )

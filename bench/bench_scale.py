@@ -1,4 +1,4 @@
-"""Issue 17: what a run costs PostgreSQL, and how throughput moves with worker processes.
+"""What a run costs PostgreSQL, and how throughput moves with worker processes.
 
 On one machine throughput stops at its cores, which the workers and the server
 share here; what carries over to a bigger server is the server's own cost per
@@ -127,7 +127,7 @@ def measure(postmaster: str, runs: int, processes: int, concurrency: int, steps:
 
 
 def main(runs: int, process_counts: list[int], concurrency: int = 8) -> None:
-    print(f"issue 17: server cost per run and throughput by worker processes ({runs} runs per round)", flush=True)
+    print(f"server cost per run and throughput by worker processes ({runs} runs per round)", flush=True)
     try:
         postmaster = postmaster_pid()
     except OSError as exc:

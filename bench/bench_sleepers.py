@@ -1,4 +1,4 @@
-"""Issue 4: thousands of sleeping runs cost no worker slots, and all wake soon after their deadline."""
+"""Thousands of sleeping runs cost no worker slots, and all wake soon after their deadline."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def noop_rate(worker_pool_busy_before: int) -> float:
 
 
 def main(sleepers: int, seconds: float) -> None:
-    print(f"issue 4: {sleepers} runs asleep for {seconds:.0f}s, worker --concurrency 4", flush=True)
+    print(f"{sleepers} runs asleep for {seconds:.0f}s, worker --concurrency 4", flush=True)
     reset_tables()
     worker = common.spawn(common.worker_command(4))
     try:

@@ -39,7 +39,7 @@ def raw_connect():
 def reset_tables() -> None:
     """Empty the durable tables and the raw copies so each benchmark starts from nothing."""
     with raw_connect() as conn:
-        conn.execute("TRUNCATE durable_run, durable_step, durable_signal")
+        conn.execute("TRUNCATE durable_run, durable_step, durable_signal, durable_attempt")
         conn.execute("DROP TABLE IF EXISTS bench_raw_run, bench_raw_step")
         # Same columns, defaults and indexes as the store's tables: a fair ceiling.
         conn.execute("CREATE TABLE bench_raw_run (LIKE durable_run INCLUDING ALL)")

@@ -1,6 +1,6 @@
 """Run every benchmark against one PostgreSQL server and print a table of ratios.
 
-Usage: ``python bench/run_all.py [--only store,e2e,peers,sleep,purge,flow,obs,fanout,scale,connections]
+Usage: ``python bench/run_all.py [--only store,e2e,peers,sleep,purge,flow,obs,fanout,scale,connections,bulk]
 [--runs 5000] ...``, or ``python bench/run_all.py --big [--big-runs 10000000] [--sustained-minutes 10]`` for
 the big tables and the sustained load
 (an embedded pgserver in a temporary directory when DATABASE_URL is unset).
@@ -21,7 +21,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
         "--only",
-        default="store,e2e,peers,sleep,purge,flow,obs,fanout,connections",
+        default="store,e2e,peers,sleep,purge,flow,obs,fanout,connections,bulk",
         help="comma-separated benchmarks to run",
     )
     parser.add_argument("--store-runs", type=int, default=3000, help="runs for the store vs raw benchmark")
@@ -36,6 +36,10 @@ def main() -> None:
     parser.add_argument("--flow-processes", type=int, default=2, help="worker processes (x8) of the flow benchmarks")
     parser.add_argument("--rate-seconds", type=float, default=60.0, help="how long the rate limit is measured")
     parser.add_argument("--fanout-runs", type=int, default=10_000, help="children, and runs per batch, of fanout")
+    parser.add_argument("--bulk-runs", type=int, default=100_000, help="matching runs of the set-based bulk cancel")
+    parser.add_argument(
+        "--bulk-baseline-runs", type=int, default=10_000, help="matching runs of the run-by-run bulk cancel"
+    )
     parser.add_argument("--scale-runs", type=int, default=5000, help="runs per round of the scale benchmark")
     parser.add_argument(
         "--scale-processes", default="1,2,4", help="worker process counts (x8 threads) of the scale benchmark"
@@ -44,7 +48,7 @@ def main() -> None:
         "--layouts", default="1x8,1x16,2x8", help="worker layouts to try, PROCESSESxCONCURRENCY, comma-separated"
     )
     parser.add_argument(
-        "--big", action="store_true", help="only issue 17: big tables vs small, then the sustained load (bloat)"
+        "--big", action="store_true", help="only the big tables vs small, then the sustained load (bloat)"
     )
     parser.add_argument("--big-runs", type=int, default=10_000_000, help="finished runs (3 steps each) of --big")
     parser.add_argument("--big-pending", type=int, default=1_000_000, help="pending runs of --big")
@@ -54,6 +58,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--bloat-runs", type=int, default=1_000_000, help="finished runs under --only bloat's sustained load"
+    )
+    parser.add_argument(
+        "--migrate-rounds", type=int, default=6, help="rounds of --only migrations (two fresh databases each)"
     )
     args = parser.parse_args()
     only = {"big"} if args.big else set(args.only.split(","))
@@ -96,6 +103,10 @@ def main() -> None:
             from bench import bench_fanout
 
             bench_fanout.main(args.fanout_runs, args.flow_processes)
+        if "bulk" in only:
+            from bench import bench_bulk
+
+            bench_bulk.main(args.bulk_runs, args.bulk_baseline_runs)
         if "connections" in only:
             from bench import bench_connections
 
@@ -108,6 +119,10 @@ def main() -> None:
             from bench import bench_bloat
 
             bench_bloat.main(args.sustained_minutes, args.bloat_runs)
+        if "migrations" in only:
+            from bench import bench_migrations
+
+            bench_migrations.main(args.migrate_rounds)
     finally:
         common.print_table()
 
