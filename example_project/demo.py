@@ -165,13 +165,20 @@ class Progress:
         self.out.flush()
 
 
+def claims(run) -> str:
+    """Which claim of the run this is and how many failed before it: a resume after a sleep is a claim too."""
+    if not run.failures:
+        return f"claim {run.attempts}"
+    return f"claim {run.attempts}, after {run.failures} failure{'' if run.failures == 1 else 's'}"
+
+
 def describe(run) -> str:
-    """A run's status in a few words: what it waits for, which attempt, its outcome."""
+    """A run's status in a few words: what it waits for, which claim, its outcome."""
     if run is None:
         return "not found"
     status = str(run.status)
     if status == "running":
-        return f"running    attempt {run.attempts}"
+        return f"running    {claims(run)}"
     if status == "waiting":
         waits = run.waiting_for or ""
         if waits.startswith("signal:"):
@@ -182,7 +189,7 @@ def describe(run) -> str:
     if status == "pending":
         if run.available_at is not None and run.attempts == 0:
             return f"pending    starts at {run.available_at:%H:%M:%S} UTC"
-        return "pending" if run.attempts == 0 else "pending    woken, ready for its next attempt"
+        return "pending" if run.attempts == 0 else "pending    woken, ready to be claimed again"
     return f"{status:<10} {outcome(run)}".rstrip()
 
 
@@ -236,9 +243,23 @@ class Demo:
 
         self.decide_orders()
         self.wait_for("every run to finish", self.all_finished)
+        self.stream_an_answer()
         self.stop_workers(graceful=True)
         self.progress.finish()
         return self.conclude()
+
+    def stream_an_answer(self) -> None:
+        """A run writes an answer word by word; read it as it is written, as the shop's /ask/ page does."""
+        from durable_django import enqueue, read_stream
+
+        run = enqueue("shop.write_tokens", {"question": "When will my order arrive?", "delay": 0.05})
+        self.say(f"Asked the shop when an order arrives: run {run.run_id} writes its answer word by word ...")
+        words = []
+        for item in read_stream(run.run_id, "tokens", timeout=max(1.0, self.deadline - time.monotonic())):
+            words.append(item.value)
+            if len(words) % 10 == 0:
+                self.say(f"  ... {len(words)} words read so far, each as soon as it was written")
+        self.say(f"Streamed answer ({len(words)} words; /ask/ shows it live in a browser): {' '.join(words)}")
 
     def place_orders(self) -> None:
         from shop.services import place_order
@@ -351,8 +372,8 @@ class Demo:
             if tracked.run is not None and tracked.run.recoveries > tracked.recoveries_seen:
                 tracked.recoveries_seen = tracked.run.recoveries
                 self.say(
-                    f"{tracked.label}: its lease expired, so another worker reclaimed it (attempt "
-                    f"{tracked.run.attempts}); it replays its journal and carries on."
+                    f"{tracked.label}: its lease expired, so another worker reclaimed it ({claims(tracked.run)}); "
+                    "it replays its journal and carries on."
                 )
         # Shipping runs are children that the fulfilment workflows spawn themselves.
         parents = {plan.order.fulfilment_run_id: plan.order for plan in PLANS if plan.order is not None}
@@ -414,7 +435,8 @@ class Demo:
     def print_runs(self) -> bool:
         print("\nFinal state of every run:", file=self.out)
         print(
-            f"  {'RUN':<22} {'FUNCTION':<42} {'STATE':<32} {'EXPECTED':<32} {'ATTEMPTS':>8}  RECOVERED", file=self.out
+            f"  {'RUN':<22} {'FUNCTION':<42} {'STATE':<32} {'EXPECTED':<32} {'CLAIMS':>6} {'FAILURES':>8}  RECOVERED",
+            file=self.out,
         )
         ok = True
         for tracked in self.tracked:
@@ -423,7 +445,8 @@ class Demo:
             matches = state == tracked.expected
             ok = ok and matches
             print(
-                f"  {tracked.label:<22} {run.name:<42} {state:<32} {tracked.expected:<32} {run.attempts:>8}  "
+                f"  {tracked.label:<22} {run.name:<42} {state:<32} {tracked.expected:<32} {run.attempts:>6} "
+                f"{run.failures:>8}  "
                 f"{run.recoveries}{'' if matches else '   MISMATCH'}",
                 file=self.out,
             )

@@ -7,6 +7,7 @@ which the service recognises. Everything outside a step runs again on every
 replay, so it only computes from the input and from step results.
 """
 
+import time
 from datetime import timedelta
 
 from django.conf import settings
@@ -133,3 +134,31 @@ def nightly_report(ctx, options):
         ),
     )
     return {"until": until, **totals}
+
+
+# What the "assistant" answers, a word at a time (a stand-in for a language model's tokens).
+ANSWER = (
+    "Your order ships from the Leipzig warehouse tomorrow morning and should reach you within three working "
+    "days; we will email the tracking number as soon as the carrier scans the parcel."
+)
+
+
+@durable_function("shop.write_tokens", version=1)
+def write_tokens(ctx, request):
+    """Answer a customer's question word by word, as a language model streams its tokens.
+
+    Each word is written from the handler's body, so it is a durable step: a
+    worker killed mid-answer leaves the words written so far, and the attempt
+    that takes over writes only the rest (no word twice, none missing). The
+    page reading the stream sees the answer grow, across the crash.
+
+    Args:
+        ctx: the durable context.
+        request: ``{"question": str, "delay": seconds between words}``.
+    """
+    ctx.set_event("question", request["question"])
+    for word in ANSWER.split():
+        time.sleep(request.get("delay", 0.15))  # the model thinking
+        ctx.write_stream("tokens", word)
+    ctx.close_stream("tokens")
+    return ANSWER
