@@ -107,7 +107,7 @@ def claim_all() -> list[tuple[str, int]]:
 
 def update_kinds(conn, label: str) -> dict[str, tuple[int, float, float]]:
     """Claims, renewals, progress writes and landings of HELD runs, each kind alone."""
-    from durable_django.store import claims, landing, progress
+    from durable_django.store import landing, leases, progress
 
     conn.execute("TRUNCATE durable_run, durable_step, durable_signal")
     kinds = Kinds(conn)
@@ -117,7 +117,7 @@ def update_kinds(conn, label: str) -> dict[str, tuple[int, float, float]]:
     with kinds.measure("heartbeat"):
         for _ in range(REPEATS):
             for start in range(0, len(held), 100):
-                claims.heartbeat(held[start : start + 100], 300)
+                leases.heartbeat(held[start : start + 100], 300)
     with kinds.measure("progress"):
         for beat in range(REPEATS):
             for run_id, token in held:
