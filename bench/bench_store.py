@@ -27,11 +27,14 @@ RETURNING pg_notify('durable_wake', queue)
 """
 RAW_STEP = "INSERT INTO bench_raw_step (run_id, step_id, result) VALUES (%s, %s, 'null'::jsonb)"
 CHUNK = 100
+# The claim reads the claim index, as the store's claim does: the index's predicate has ``held_by IS NULL``,
+# and a query without it scanned and sorted the table (1.47 ms a claim against 0.16 ms).
 RAW_CLAIM = """
 UPDATE bench_raw_run SET status = 'running', attempts = attempts + 1, worker_id = %s,
     leased_until = now() + interval '30 seconds', claimed_at = now(), started_at = now(), updated_at = now()
 WHERE run_id IN (
-    SELECT run_id FROM bench_raw_run WHERE status = 'pending' AND (available_at IS NULL OR available_at <= now())
+    SELECT run_id FROM bench_raw_run
+    WHERE status = 'pending' AND held_by IS NULL AND (available_at IS NULL OR available_at <= now())
     ORDER BY priority DESC, created_at LIMIT 10 FOR UPDATE SKIP LOCKED)
 RETURNING run_id, attempts
 """
@@ -39,6 +42,13 @@ RAW_COMPLETE = """
 UPDATE bench_raw_run SET status = 'succeeded', output = 'null'::jsonb, leased_until = NULL,
     finished_at = now(), updated_at = now()
 WHERE run_id = %s AND attempts = %s AND status = 'running'
+"""
+# The batched ceiling: the ten claimed runs completed by one fenced statement (two commits per ten runs).
+RAW_COMPLETE_MANY = """
+UPDATE bench_raw_run r SET status = 'succeeded', output = 'null'::jsonb, leased_until = NULL,
+    finished_at = now(), updated_at = now()
+FROM unnest(%s::text[], %s::int[]) AS done(run_id, attempts)
+WHERE r.run_id = done.run_id AND r.attempts = done.attempts AND r.status = 'running'
 """
 
 
@@ -240,16 +250,20 @@ def cost_split(n: int) -> None:
             )
 
 
-def raw_drain_loop(conn, worker_id: str) -> int:
-    """Claim 10 at a time and complete one by one until nothing is left; returns how many."""
+def raw_drain_loop(conn, worker_id: str, *, batched: bool = False) -> int:
+    """Claim 10 at a time and complete them one by one (or, ``batched``, all ten in one statement) until
+    nothing is left; returns how many."""
     done = 0
     while True:
         claimed = conn.execute(RAW_CLAIM, [worker_id]).fetchall()
         if not claimed:
             return done
-        for run_id, attempts in claimed:
-            conn.execute(RAW_COMPLETE, [run_id, attempts])
-            done += 1
+        if batched:
+            conn.execute(RAW_COMPLETE_MANY, [[run_id for run_id, _ in claimed], [token for _, token in claimed]])
+        else:
+            for run_id, attempts in claimed:
+                conn.execute(RAW_COMPLETE, [run_id, attempts])
+        done += len(claimed)
 
 
 def main(n: int) -> None:
