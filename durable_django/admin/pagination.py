@@ -7,7 +7,7 @@ import math
 from functools import cached_property
 from typing import Any
 
-from django.core.paginator import Paginator
+from django.core.paginator import Page, Paginator
 from django.db.models import QuerySet
 
 
@@ -39,6 +39,23 @@ class EstimatedCountPaginator(Paginator):  # type: ignore[type-arg]
             return probe
         plan = json.loads(self.object_list.order_by().explain(format="json"))
         return max(int(plan[0]["Plan"]["Plan Rows"]), probe)
+
+    def page(self, number: int | str) -> Page[Any]:
+        """The page's rows in two statements: their ids in listing order, then those rows by primary key.
+
+        Asked for every column at once, the planner weighs each index by the table rows it must visit, and
+        under a filter the listing index does not hold (a function) it takes the matches for evenly spread:
+        it read the listing index backward past every newer run of other functions (a backlog of a million
+        runs of one function made a page of another take 913 ms). Asked for ids alone, the index that holds
+        the filter's column answers from the index.
+        """
+        number = self.validate_number(number)
+        bottom = (number - 1) * self.per_page
+        top = bottom + self.per_page
+        if top + self.orphans >= self.count:
+            top = self.count
+        ids = list(self.object_list.values_list("pk", flat=True)[bottom:top])
+        return Page(self.object_list.filter(pk__in=ids), number, self)
 
     @cached_property
     def num_pages(self) -> int:

@@ -24,9 +24,9 @@ from tests.helpers import sql
 pytestmark = pytest.mark.django_db(transaction=True)
 
 FINISHED = 40_000
-PENDING = 2_000
+PENDING = 6_000
 # One pending run in HELD_EVERY is of the rare function, held back by its concurrency key.
-HELD_EVERY = 6
+HELD_EVERY = 12
 CHILDREN = 400
 CHANGELIST = "/admin/durable_django/run/"
 TENANT = "00000000-0000-4000-8000-000000000003"

@@ -104,7 +104,10 @@ def captured(call) -> list[str]:
 
 
 def listing_plan(queries: list[str]) -> dict:
-    [query] = [q for q in queries if 'ORDER BY "durable_run"."created_at" DESC, "durable_run"."run_id" DESC' in q]
+    """The plan of the page's ids in listing order (its rows are then read by primary key: admin/pagination.py);
+    a listing of one page reads its rows at once."""
+    ordered = [q for q in queries if 'ORDER BY "durable_run"."created_at" DESC, "durable_run"."run_id" DESC' in q]
+    [query] = [q for q in ordered if " LIMIT " in q] or ordered
     return plan_of(query)
 
 
