@@ -23,7 +23,7 @@ import psycopg
 from ..exceptions import LeaseLost
 from ..states import LIVE_STATUSES
 from ..types import StreamItem
-from .db import cursor, from_json
+from .db import cursor, fetch_one, from_json
 
 # Readers LISTEN here; every event and stream write, and every close, notifies it with the run id.
 STREAM_CHANNEL = "durable_stream"
@@ -148,12 +148,12 @@ class BodyWrites:
 
 
 def _fenced(sql: str, params: dict[str, Any]) -> tuple[Any, ...]:
-    with cursor() as cur:
-        cur.execute(sql, params)
-        row: tuple[Any, ...] = cur.fetchone()
-    if row[0] is None:
+    """One fenced write, on the store cursor a step's write uses too (``fetch_one``): a handler that streams
+    tokens sends one such statement per token."""
+    row = fetch_one(sql, params)
+    if row is None or row[0] is None:
         raise LeaseLost()
-    return row
+    return tuple(row)
 
 
 def write_item(run_id: str, token: int, key: str, value_json: str, body: int | None) -> Written:
