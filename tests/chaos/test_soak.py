@@ -50,8 +50,9 @@ What must hold at the end:
   execution its process began for the run within a lease after a SIGCONT, or (in a cancelled run) by
   the cancel; a restart explains none. So a step runs at most 1 + (for the flaky step, the failures
   the policy counted) + (faults of the processes that ran it) times, and in total a SIGKILL explains
-  at most ``concurrency`` re-executions and a SIGSTOP at most ``2 x concurrency``; both bounds are
-  asserted.
+  at most ``concurrency`` re-executions of steps that returned (one per slot), plus one per slot of a
+  failed attempt whose landing still waited in the worker's batch, and a SIGSTOP at most
+  ``2 x concurrency``; the bounds are asserted.
 
 Running it:
 
@@ -290,6 +291,8 @@ class Verdict:
         self.stats: dict[str, object] = {}
         # Fault (by index) -> the re-executions it explains.
         self.explained: collections.Counter = collections.Counter()
+        # Of those, the executions that failed on purpose (their failure may have waited for its landing).
+        self.explained_failing: collections.Counter = collections.Counter()
         self.reexecutions: collections.Counter = collections.Counter()
         self.most_executions = 0
 
@@ -507,6 +510,8 @@ class Verdict:
                     )
                     continue
                 self.explained[why] += 1
+                if execution["will_fail"]:
+                    self.explained_failing[why] += 1
                 self.reexecutions[why if why == "cancelled" else self.record.faults[why].kind] += 1
 
     def describe(self, execution: dict) -> str:
@@ -525,13 +530,23 @@ class Verdict:
         ]
 
     def check_fault_bounds(self):
+        """A SIGKILL cuts at most one execution per slot, and per slot at most one failed attempt whose
+        landing still waited in the worker's landing batch (the slot had moved on to another run): so at
+        most ``concurrency`` re-executions of steps that returned, and twice that in all."""
         for index, fault in enumerate(self.record.faults):
-            bound = {"SIGKILL": fault.concurrency, "SIGSTOP": 2 * fault.concurrency}.get(fault.kind)
+            bound = {"SIGKILL": 2 * fault.concurrency, "SIGSTOP": 2 * fault.concurrency}.get(fault.kind)
+            returned = self.explained[index] - self.explained_failing[index]
             if bound is not None and self.explained[index] > bound:
                 self.problem(
                     None,
                     f"{fault.describe(self.record.origin)} explains {self.explained[index]} "
                     f"re-executions, more than its bound {bound}",
+                )
+            if fault.kind == "SIGKILL" and returned > fault.concurrency:
+                self.problem(
+                    None,
+                    f"{fault.describe(self.record.origin)} explains {returned} re-executions of steps that "
+                    f"returned, more than its {fault.concurrency} slots",
                 )
 
     # -- signals ---------------------------------------------------------------------------------------
