@@ -202,9 +202,10 @@ def cost_split(n: int) -> None:
     from durable_django.engine import lifecycle, submit
     from durable_django.engine.context import Context
     from durable_django.store import inserts, journal, pool
+    from durable_django.submission import RunOptions
 
     reset_tables()
-    params = submit.build("bench.noop")
+    params = inserts.run_insert_params(submit.request("bench.noop", None, RunOptions()))
     with raw_connect() as raw, raw_connect() as plain:
         plain.prepare_threshold = 0  # as the store's statements are
         _record_split(

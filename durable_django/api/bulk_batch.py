@@ -24,6 +24,7 @@ from ..store import bulk as bulk_store
 from ..store import runs as run_store
 from ..store.bulk import Listed
 from ..store.db import in_transaction
+from ..submission import RunOptions
 from ..types import Run
 from .bulk import bulk_filters
 from .operations import retry_as_new_run
@@ -134,21 +135,18 @@ def _retry(bulk_run_id: str, runs: Sequence[ListedRun]) -> dict[str, str]:
             groups[(run.name, run.version, run.tenant_id, run.queue, run.priority, run.retry_policy)].append(run)
     for (name, version, tenant_id, queue, priority, policy), group in groups.items():
         try:
-            batch = submit_many.build_many(
+            options = RunOptions.of(tenant_id=tenant_id, version=version, queue=queue, priority=priority, retry=policy)
+            batch = submit_many.batch_request(
                 name,
                 [run.input for run in group],
+                options,
                 idempotency_keys=[retry_key(bulk_run_id, run.run_id) for run in group],
-                tenant_id=tenant_id,
-                version=version,
-                queue=queue,
-                priority=priority,
-                retry=policy,
             )
         except DurableError:
             # Whatever one run's submit refuses, it refuses alone.
             outcomes.update({run.run_id: _retry_one(bulk_run_id, run) for run in group})
             continue
-        submit_many.insert_many(batch)
+        submit_many.submit_batch(batch)
         outcomes.update({run.run_id: "retried" for run in group})
     return outcomes
 

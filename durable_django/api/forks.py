@@ -18,6 +18,7 @@ from ..registry import TASK_PATH_VERSION
 from ..storable import integer, text
 from ..store import forks as fork_store
 from ..store import runs as run_store
+from ..submission import RunOptions
 from ..tenancy import normalize_tenant
 from ..types import Run
 
@@ -87,14 +88,13 @@ def fork(
         text(from_step, what="from_step")
     target_version = original.version if version is None else check_version(original.name, version)
     steps = copied_steps(original.run_id, from_step)
-    params = submit.build(
-        original.name,
-        original.input,
+    options = RunOptions.of(
         version=target_version,
         tenant_id=original.tenant_id,
         queue=original.queue,
         priority=original.priority,
         retry=original.retry_policy,
     )
+    request = submit.request(original.name, original.input, options)
     origin: dict[str, Any] = {"run_id": original.run_id, "step": from_step}
-    return fork_store.fork(params, original=original.run_id, step_ids=steps, forked_from=origin)
+    return fork_store.fork(request, original=original.run_id, step_ids=steps, forked_from=origin)

@@ -20,6 +20,7 @@ from ..store import flow as flow_store
 from ..store import overview as overview_store
 from ..store.flow import LimitState
 from ..store.overview import Overview
+from ..submission import RunOptions
 from ..types import Run
 from .runs import get_run
 
@@ -57,27 +58,12 @@ def retry_as_new_run(
             f"run {run.run_id} is still {run.status}; only a finished run can be retried", run_id=run.run_id
         )
     if run.version == TASK_PATH_VERSION:
-        params = submit.build_task_run(
-            run.name,
-            run.input,
-            queue=run.queue,
-            priority=run.priority,
-            available_at=None,
-            retry=run.retry_policy,
-            idempotency_key=idempotency_key,
-        )
-    else:
-        params = submit.build(
-            run.name,
-            run.input,
-            version=run.version,
-            tenant_id=run.tenant_id,
-            queue=run.queue,
-            priority=run.priority,
-            retry=run.retry_policy,
-            idempotency_key=idempotency_key,
-        )
-    return submit.insert_or_join(params)
+        options = RunOptions.of(queue=run.queue, priority=run.priority, retry=run.retry_policy)
+        return submit.submit(submit.task_request(run.name, run.input, options, idempotency_key=idempotency_key))
+    options = RunOptions.of(
+        version=run.version, tenant_id=run.tenant_id, queue=run.queue, priority=run.priority, retry=run.retry_policy
+    )
+    return submit.submit(submit.request(run.name, run.input, options, idempotency_key=idempotency_key))
 
 
 def overview() -> Overview:

@@ -24,6 +24,7 @@ from ..store import cancellation
 from ..store import runs as run_store
 from ..store import waits as wait_store
 from ..store.sessions import watching_landings
+from ..submission import RunOptions
 from ..tenancy import normalize_tenant
 from ..types import Run, RunPage
 from .forks import check_version
@@ -67,21 +68,20 @@ def enqueue(
         The new run, or the existing run a key joined (the joiner's input, delay and priority are
         dropped), or the debounced run as this call left it.
     """
-    params = submit.build(
-        name,
-        input,
-        idempotency_key=idempotency_key,
-        coalesce_key=coalesce_key,
+    options = RunOptions.of(
         tenant_id=tenant_id,
         delay=delay,
         available_at=available_at,
         version=version,
         queue=queue,
         priority=priority,
-        debounce=debounce,
         deadline=deadline,
     )
-    return submit.insert_or_join(params)
+    return submit.submit(
+        submit.request(
+            name, input, options, idempotency_key=idempotency_key, coalesce_key=coalesce_key, debounce=debounce
+        )
+    )
 
 
 def enqueue_many(
@@ -119,12 +119,9 @@ def enqueue_many(
         InvalidInput: a bad input or option, keys that are not one per input, or coalesce_key or debounce.
         UnknownFunction: no function ``name`` is registered (and no version was given).
     """
-    batch = submit_many.build_many(
-        name,
-        inputs,
-        idempotency_keys=idempotency_keys,
-        coalesce_key=coalesce_key,
-        debounce=debounce,
+    if coalesce_key is not None or debounce is not None:
+        raise InvalidInput("a batch cannot coalesce or debounce: give neither coalesce_key nor debounce")
+    options = RunOptions.of(
         tenant_id=tenant_id,
         delay=delay,
         available_at=available_at,
@@ -133,7 +130,7 @@ def enqueue_many(
         priority=priority,
         deadline=deadline,
     )
-    return submit_many.insert_many(batch)
+    return submit_many.submit_batch(submit_many.batch_request(name, inputs, options, idempotency_keys=idempotency_keys))
 
 
 def run_id_of(run_id: object) -> str:

@@ -10,6 +10,7 @@ from ..registry import TASK_PATH_VERSION
 from ..storable import name
 from ..store import task_results
 from ..store.task_results import RunWithJournal
+from ..submission import RunOptions
 from ..types import RetryPolicy, Run
 
 __all__ = ["RunWithJournal", "enqueue", "get"]
@@ -25,9 +26,8 @@ def enqueue(
     retry: RetryPolicy | None,
 ) -> Run:
     """Insert a pending version-0 run of the task at ``path`` with ``payload`` as its input."""
-    return submit.insert_or_join(
-        submit.build_task_run(path, payload, queue=queue, priority=priority, available_at=available_at, retry=retry)
-    )
+    options = RunOptions.of(queue=queue, priority=priority, available_at=available_at, retry=retry)
+    return submit.submit(submit.task_request(path, payload, options))
 
 
 def get(run_id: str) -> RunWithJournal | None:

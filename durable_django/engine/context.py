@@ -25,6 +25,7 @@ from ..store import progress as progress_store
 from ..store import spawns as spawn_store
 from ..store import waits as wait_store
 from ..store.db import refuses_value
+from ..submission import RunOptions
 from ..types import ChildResult
 from . import batching, publishing, replay, submit, submit_many, telemetry, tracing
 from .attempt import Attempt
@@ -316,17 +317,19 @@ class Context(RunFacts, publishing.PublishingCalls):
                 journalled_id: str = self._attempt.journal[sid]
                 return journalled_id
             _refuse_spawn_keys(enqueue_options, "spawn")
-            params = submit.with_engine_key(
-                submit.build(
-                    function, input, tenant_id=self._run.tenant_id, parent_run_id=self._run.run_id, **enqueue_options
-                ),
-                f"spawn:{self._run.run_id}:{sid}",
+            child = (
+                submit.request(function, input, self._child_options(enqueue_options), parent_run_id=self._run.run_id)
+                .with_engine_key(f"spawn:{self._run.run_id}:{sid}")
+                # The child's spans join its parent's attempt span, whatever thread the handler runs on.
+                .with_trace_context(submit.trace_context_json(tracing.context_for_children(self._attempt)))
             )
-            # The child's spans join its parent's attempt span, whatever thread the handler runs on.
-            params["trace_context"] = submit.trace_context_json(tracing.context_for_children(self._attempt))
-            child_id = self._attempt.persist(spawn_store.spawn, self._run.run_id, self._attempt.token, sid, params)
+            child_id = self._attempt.persist(spawn_store.spawn, self._run.run_id, self._attempt.token, sid, child)
             self._attempt.journal[sid] = child_id
             return child_id
+
+    def _child_options(self, enqueue_options: SpawnOptions) -> RunOptions:
+        """A child's options: its parent's tenant, and what spawn was given."""
+        return RunOptions.of(tenant_id=self._run.tenant_id, **enqueue_options)
 
     def spawn_many(
         self,
@@ -349,21 +352,18 @@ class Context(RunFacts, publishing.PublishingCalls):
                 journalled: list[str] = self._attempt.journal[sid]
                 return list(journalled)
             _refuse_spawn_keys(enqueue_options, "spawn_many")
-            batch = submit_many.build_many(
+            batch = submit_many.batch_request(
                 function,
                 inputs,
+                self._child_options(enqueue_options),
                 key_prefix=f"spawn:{self._run.run_id}:{sid}",
-                tenant_id=self._run.tenant_id,
                 parent_run_id=self._run.run_id,
-                **enqueue_options,
             )
             if not batch.positions:
                 return []
             # The children's spans join their parent's attempt span, as a spawned child's do.
-            batch.params["trace_context"] = submit.trace_context_json(tracing.context_for_children(self._attempt))
-            child_ids = self._attempt.persist(
-                spawn_store.spawn_many, self._run.run_id, self._attempt.token, sid, batch.params, batch.positions
-            )
+            batch = batch.with_trace_context(submit.trace_context_json(tracing.context_for_children(self._attempt)))
+            child_ids = self._attempt.persist(spawn_store.spawn_many, self._run.run_id, self._attempt.token, sid, batch)
             self._attempt.journal[sid] = child_ids
             return list(child_ids)
 

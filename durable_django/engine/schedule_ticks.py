@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from ..store import cancellation
 from ..store import schedule_runs as schedule_run_store
 from ..store.schedules import TickFire
+from ..submission import RunOptions
 from ..types import Run, Schedule
 from . import cron as cron_math
 from . import submit
@@ -129,17 +130,17 @@ def make_tick_run(stored_id: str, current: Schedule, tick: datetime) -> TickFire
     available_at = None
     if current.jitter is not None and current.jitter > timedelta(0):
         available_at = tick + timedelta(seconds=random.uniform(0, current.jitter.total_seconds()))
-    params = submit.build(current.name, current.input, tenant_id=current.tenant_id, available_at=available_at)
-    run, created = submit.insert_or_find(submit.with_engine_key(params, tick_key(current.schedule_id, tick)))
+    options = RunOptions.of(tenant_id=current.tenant_id, available_at=available_at)
+    tick_run = submit.request(current.name, current.input, options).with_engine_key(tick_key(current.schedule_id, tick))
+    run, created = submit.submit_or_find(tick_run)
     schedule_run_store.record(stored_id, tick, run.run_id)
     return TickFire(tick, run, "fired" if created else "existed")
 
 
 def enqueue_tick(current: Schedule, key: str) -> Run:
     """Enqueue through the normal submit path: retry snapshot, tenant scoping, NOTIFY on commit."""
-    return submit.insert_or_join(
-        submit.with_engine_key(submit.build(current.name, current.input, tenant_id=current.tenant_id), key)
-    )
+    options = RunOptions.of(tenant_id=current.tenant_id)
+    return submit.submit(submit.request(current.name, current.input, options).with_engine_key(key))
 
 
 def backfill_ticks(spec: cron_math.CronSpec, start: datetime, end: datetime) -> list[datetime]:

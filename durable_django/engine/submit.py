@@ -1,24 +1,26 @@
-"""Submitting runs: validation, key scoping, version choice and the retry snapshot."""
+"""Submitting runs: validation, key scoping, version choice, the retry snapshot, and the insert.
+
+A submit is built once into a typed request (``durable_django.submission``) and
+taken to the INSERT by :func:`submit`; every front door (enqueue, spawn, a schedule
+tick, a fork, a retry, a Django Tasks run) goes this way.
+"""
 
 from __future__ import annotations
 
 import functools
 import json
-from datetime import datetime, timedelta
 from typing import Any
-
-from django.utils import timezone
 
 from .. import storable
 from ..conf import durable_settings
 from ..exceptions import InvalidInput
 from ..flow_control import Debounce, RunLimits, run_limits
 from ..registry import TASK_PATH_VERSION, Registration, registry, validate_name
-from ..states import MAX_PRIORITY, MIN_PRIORITY
-from ..storable import instant, integer, json_text, seconds
+from ..storable import json_text
 from ..store import inserts
 from ..store import runs as run_store
-from ..tenancy import normalize_tenant, scope, scope_engine_key
+from ..submission import NO_LIMITS, RunOptions, RunTemplate, SubmitRequest
+from ..tenancy import scope, scope_engine_key
 from ..types import RetryPolicy, Run
 from . import signalling, tracing
 
@@ -27,24 +29,17 @@ from . import signalling, tracing
 RESERVED_KEY_PREFIXES = ("spawn:", "schedule:")
 
 
-def build(
+def request(
     name: str,
-    input: object = None,
+    input: object,
+    options: RunOptions,
     *,
     idempotency_key: str | None = None,
     coalesce_key: str | None = None,
-    tenant_id: object = None,
-    delay: timedelta | float | None = None,
-    available_at: datetime | None = None,
-    version: int | None = None,
-    queue: str = "default",
-    priority: int = 0,
-    parent_run_id: str | None = None,
-    retry: RetryPolicy | None = None,
     debounce: Debounce | None = None,
-    deadline: datetime | timedelta | float | None = None,
-) -> dict[str, Any]:
-    """Validate everything a caller's submit names and return the store's insert parameters.
+    parent_run_id: str | None = None,
+) -> SubmitRequest:
+    """One run's submit, validated: the request :func:`submit` inserts.
 
     The function's limit keys are computed here, once, from the input, and stored on the run.
 
@@ -53,56 +48,6 @@ def build(
             callable that raised or returned no str; nothing is written.
         UnknownFunction: no function ``name`` is registered (and no version was given).
     """
-    params, registration = prepare(
-        name,
-        input,
-        idempotency_key=idempotency_key,
-        coalesce_key=coalesce_key,
-        tenant_id=tenant_id,
-        delay=delay,
-        available_at=available_at,
-        version=version,
-        queue=queue,
-        priority=priority,
-        parent_run_id=parent_run_id,
-        retry=retry,
-        debounce=debounce,
-        deadline=deadline,
-    )
-    if registration is not None and (registration.concurrency or registration.rate_limit):
-        # The key callables see the input as the handler will: decoded from its JSON.
-        limits = run_limits(name, json.loads(params["input"]), registration.concurrency, registration.rate_limit)
-        params.update(limit_params(limits))
-    if debounce is not None:
-        params.update(
-            debounce_key=scope_engine_key(f"{name}:{debounce.key}", params["tenant_id"]),
-            delay=debounce.delay_seconds,
-            debounce_max_wait=debounce.max_wait_seconds,
-        )
-    return params
-
-
-def prepare(
-    name: str,
-    input: object,
-    *,
-    idempotency_key: str | None,
-    coalesce_key: str | None,
-    tenant_id: object,
-    delay: timedelta | float | None,
-    available_at: datetime | None,
-    version: int | None,
-    queue: str,
-    priority: int,
-    parent_run_id: str | None,
-    retry: RetryPolicy | None,
-    debounce: Debounce | None,
-    deadline: datetime | timedelta | float | None,
-) -> tuple[dict[str, Any], Registration | None]:
-    """Everything of :func:`build` but the limit keys: the insert parameters and the registration, if any."""
-    validate_name(name)
-    if version is not None and integer(version, what="version", minimum=0) == TASK_PATH_VERSION:
-        raise InvalidInput("version 0 is reserved for Django Tasks runs: enqueue those through the Tasks backend")
     for key, what in ((idempotency_key, "idempotency_key"), (coalesce_key, "coalesce_key")):
         if key is not None:
             unreserved(key, what)
@@ -115,32 +60,82 @@ def prepare(
             raise InvalidInput(f"debounce must be a Debounce, got {debounce!r}")
         if idempotency_key is not None or coalesce_key is not None:
             raise InvalidInput("debounce cannot be combined with idempotency_key or coalesce_key")
-        if delay is not None or available_at is not None:
+        if options.delay is not None or options.available_at is not None:
             raise InvalidInput("debounce sets the start itself: give no delay or available_at")
+        options = options.starting_after(debounce.delay_seconds)
+    template, registration = run_template(name, options, parent_run_id=parent_run_id)
+    encoded = json_text(input, what="input")
+    tenant = options.tenant_id
+    return SubmitRequest(
+        template,
+        inserts.new_run_id(),
+        encoded,
+        idempotency_key=scope(idempotency_key, tenant, what="idempotency_key"),
+        coalesce_key=scope(coalesce_key, tenant, what="coalesce_key"),
+        limits=limits_of(registration, name, encoded),
+        debounce_key=None if debounce is None else scope_engine_key(f"{name}:{debounce.key}", tenant),
+        debounce_max_wait=None if debounce is None else debounce.max_wait_seconds,
+    )
+
+
+def run_template(
+    name: str, options: RunOptions, *, parent_run_id: str | None = None
+) -> tuple[RunTemplate, Registration | None]:
+    """What every run of a submit of function ``name`` shares, and the function's registration, if any.
+
+    Raises:
+        InvalidInput: a bad name, or version 0 (Django Tasks runs').
+        UnknownFunction: no function ``name`` is registered (and no version was given).
+    """
+    validate_name(name)
+    if options.version == TASK_PATH_VERSION:
+        raise InvalidInput("version 0 is reserved for Django Tasks runs: enqueue those through the Tasks backend")
     registration: Registration | None
-    if version is None:
+    if options.version is None:
         registration = registry.newest(name)
     elif registry.knows(name):
-        registration = registry.get(name, version)
+        registration = registry.get(name, options.version)
     else:
         # A version no process here registers may still be run by another deploy's workers.
         registration = None
-    params = _params(
+    policy = options.retry or (registration.retry if registration else None) or _default_policy()
+    template = RunTemplate(
         name,
-        input,
-        registration.version if registration else version,
-        tenant_id=tenant_id,
-        idempotency_key=idempotency_key,
-        coalesce_key=coalesce_key,
-        delay=delay,
-        available_at=available_at,
-        queue=queue,
-        priority=priority,
+        registration.version if registration else options.version,
+        options,
+        _policy_json(policy),
         parent_run_id=parent_run_id,
-        retry=retry or (registration.retry if registration else None),
-        deadline=deadline,
+        # The caller's span, if it is traced: the run's attempts become its children.
+        trace_context=trace_context_json(tracing.current_context()),
     )
-    return params, registration
+    return template, registration
+
+
+def limits_of(registration: Registration | None, name: str, encoded_input: str) -> RunLimits:
+    """The run's limit keys, from its function's limits and its input (decoded, as the handler sees it)."""
+    if registration is None or not (registration.concurrency or registration.rate_limit):
+        return NO_LIMITS
+    return run_limits(name, json.loads(encoded_input), registration.concurrency, registration.rate_limit)
+
+
+def task_request(
+    path: str, payload: object, options: RunOptions, *, idempotency_key: str | None = None
+) -> SubmitRequest:
+    """A Django Tasks run's submit: named by its task's import path, version 0, no limits."""
+    template = RunTemplate(
+        storable.name(path, what="task path"),
+        TASK_PATH_VERSION,
+        options,
+        _policy_json(options.retry or _default_policy()),
+        trace_context=trace_context_json(tracing.current_context()),
+    )
+    tenant = options.tenant_id
+    return SubmitRequest(
+        template,
+        inserts.new_run_id(),
+        json_text(payload, what="input"),
+        idempotency_key=scope(idempotency_key, tenant, what="idempotency_key"),
+    )
 
 
 def unreserved(key: object, what: str) -> str:
@@ -154,89 +149,9 @@ def unreserved(key: object, what: str) -> str:
     return key
 
 
-def build_task_run(
-    path: str,
-    payload: object,
-    *,
-    queue: str,
-    priority: int,
-    available_at: datetime | None,
-    retry: RetryPolicy | None,
-    idempotency_key: str | None = None,
-) -> dict[str, Any]:
-    """The insert parameters of a Django Tasks run: named by its task's import path, version 0."""
-    return _params(
-        storable.name(path, what="task path"),
-        payload,
-        TASK_PATH_VERSION,
-        tenant_id=None,
-        idempotency_key=idempotency_key,
-        coalesce_key=None,
-        delay=None,
-        available_at=available_at,
-        queue=queue,
-        priority=priority,
-        parent_run_id=None,
-        retry=retry,
-        deadline=None,
-    )
-
-
 def trace_context_json(carrier: dict[str, str] | None) -> str | None:
     """A trace context as the run stores it (jsonb), or None."""
     return None if carrier is None else json.dumps(carrier)
-
-
-def with_engine_key(params: dict[str, Any], key: str) -> dict[str, Any]:
-    """``params`` keyed by an engine-made key (reserved prefix), scoped to the run's tenant."""
-    return {**params, "idempotency_key": scope_engine_key(key, params["tenant_id"])}
-
-
-def _params(
-    name: str,
-    input: object,
-    version: int | None,
-    *,
-    tenant_id: object,
-    idempotency_key: str | None,
-    coalesce_key: str | None,
-    delay: timedelta | float | None,
-    available_at: datetime | None,
-    queue: str,
-    priority: int,
-    parent_run_id: str | None,
-    retry: RetryPolicy | None,
-    deadline: datetime | timedelta | float | None,
-) -> dict[str, Any]:
-    tenant = normalize_tenant(tenant_id)
-    delay_seconds = seconds(delay, what="delay")
-    when = instant(available_at, what="available_at")
-    if delay_seconds is not None and when is not None:
-        raise InvalidInput("give either delay or available_at, not both")
-    storable.name(queue, what="queue")
-    integer(priority, what="priority", minimum=MIN_PRIORITY, maximum=MAX_PRIORITY)
-    policy = retry or _default_policy()
-    return {
-        **_NO_LIMITS,
-        "debounce_key": None,
-        "debounce_max_wait": None,
-        "run_id": inserts.new_run_id(),
-        "name": name,
-        "version": version,
-        "idempotency_key": scope(idempotency_key, tenant, what="idempotency_key"),
-        "coalesce_key": scope(coalesce_key, tenant, what="coalesce_key"),
-        "input": json_text(input, what="input"),
-        "tenant_id": tenant,
-        "retry_policy": _policy_json(policy),
-        "queue": queue,
-        "priority": priority,
-        "parent_run_id": parent_run_id,
-        "delay": delay_seconds,
-        "available_at": when,
-        **deadline_params(deadline),
-        # The caller's span, if it is traced: the run's attempts become its children.
-        "trace_context": trace_context_json(tracing.current_context()),
-    }
 
 
 def _default_policy() -> RetryPolicy:
@@ -260,71 +175,36 @@ def _policy_json(policy: RetryPolicy) -> str:
     return json_text(policy.as_json(), what="retry policy")
 
 
-def deadline_params(deadline: object) -> dict[str, Any]:
-    """A run's deadline as the store takes it: an instant, or seconds from the database's now.
-
-    Raises:
-        InvalidInput: not an aware datetime, a timedelta or a number of seconds, or already past.
-    """
-    if deadline is None:
-        return _NO_DEADLINE
-    if isinstance(deadline, datetime):
-        when = instant(deadline, what="deadline")
-        if when is not None and when <= timezone.now():
-            raise InvalidInput(f"deadline {deadline.isoformat()} has already passed")
-        return {"deadline": when, "deadline_seconds": None}
-    after = seconds(deadline, what="deadline")
-    if after is not None and after <= 0:
-        raise InvalidInput(f"deadline {deadline!r} has already passed: give a positive duration")
-    return {"deadline": None, "deadline_seconds": after}
-
-
-_NO_DEADLINE = {"deadline": None, "deadline_seconds": None}
-
-
-def limit_params(limits: RunLimits) -> dict[str, Any]:
-    return {
-        "concurrency_key": limits.concurrency_key,
-        "concurrency_limit": limits.concurrency_limit,
-        "concurrency_while_waiting": limits.while_waiting,
-        "rate_key": limits.rate_key,
-        "rate_limit": limits.rate_limit,
-        "rate_per": limits.rate_per,
-    }
-
-
-_NO_LIMITS = limit_params(RunLimits())
-
 # How many times a submit inserts again when the run that refused its key has vanished by the time it is
 # looked up (the coalesced run claimed, the keyed run purged).
 JOIN_ATTEMPTS = 20
 
 
-def insert_or_join(params: dict[str, Any]) -> Run:
+def submit(submitted: SubmitRequest) -> Run:
     """Insert the run, or return the run its idempotency or coalesce key already names.
 
     A conflict that has vanished by the time we look (the coalesced run was
     claimed, the keyed run purged) simply inserts again. A debounced submit
     moves the unclaimed pending run of its key instead, last input winning.
     """
-    if params["debounce_key"] is not None:
-        return inserts.debounce(params)
-    return insert_or_find(params)[0]
+    if submitted.debounce_key is not None:
+        return inserts.debounce(submitted)
+    return submit_or_find(submitted)[0]
 
 
-def insert_or_find(params: dict[str, Any]) -> tuple[Run, bool]:
-    """Like ``insert_or_join`` without debounce: (the run, True if this call inserted it)."""
+def submit_or_find(submitted: SubmitRequest) -> tuple[Run, bool]:
+    """Like :func:`submit` without debounce: (the run, True if this call inserted it)."""
     for _ in range(JOIN_ATTEMPTS):
-        run = inserts.insert_run(params)
+        run = inserts.insert_run(submitted)
         if run is not None:
             signalling.run_enqueued(run)
             return run, True
-        if params["idempotency_key"] is not None:
-            run = run_store.find_by_idempotency_key(params["idempotency_key"])
+        if submitted.idempotency_key is not None:
+            run = run_store.find_by_idempotency_key(submitted.idempotency_key)
             if run is not None:
                 return run, False
-        if params["coalesce_key"] is not None:
-            run = run_store.find_by_coalesce_key(params["coalesce_key"])
+        if submitted.coalesce_key is not None:
+            run = run_store.find_by_coalesce_key(submitted.coalesce_key)
             if run is not None:
                 return run, False
     # Only a caller whose snapshot hides the conflicting row (REPEATABLE READ) ends up here.

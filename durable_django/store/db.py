@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import random
@@ -248,98 +249,29 @@ def from_json(text: str | None) -> Any:
     return None if text is None else _DECODE(text)[0]
 
 
-# Every read of a run selects these, in this order; jsonb comes back as text.
-RUN_COLUMNS = (
-    "run_id, name, version, status, input::text, output::text, error, attempts, tenant_id::text, "
-    "idempotency_key, coalesce_key, parent_run_id, queue, priority, available_at, leased_until, "
-    "created_at, updated_at, cancel_requested_at, cancel_refused_at, error_type, failures, recoveries, "
-    "retry_policy::text, waiting_for, pivoted_at, started_at, finished_at, worker_id, attempt_started_at, "
-    "held_by, deadline, progress::text, trace_context::text, parked_at, forked_from::text"
-)
-RUN_COLUMN_COUNT = RUN_COLUMNS.count(",") + 1
+class RecordColumns:
+    """A record type's columns, read in the order of its fields: one list for the SELECT and for the mapping.
 
+    jsonb (and a uuid) is selected as text; a field whose stored form is not its value has a decoder.
+    """
 
-def qualified_run_columns(alias: str) -> str:
-    return ", ".join(f"{alias}.{column.strip()}" for column in RUN_COLUMNS.split(","))
+    def __init__(self, record: type[Any], *, as_text: frozenset[str], decoders: dict[str, Callable[[Any], Any]]):
+        self.record = record
+        self.fields = tuple(field.name for field in dataclasses.fields(record))
+        self.select = ", ".join(f"{name}::text" if name in as_text else name for name in self.fields)
+        self.count = len(self.fields)
+        self._decoders = tuple((self.fields.index(name), decode) for name, decode in decoders.items())
 
+    def qualified(self, alias: str) -> str:
+        """The SELECT list with each column qualified by a table alias."""
+        return ", ".join(f"{alias}.{column.strip()}" for column in self.select.split(","))
 
-def row_to_run(row: Row) -> Run:
-    (
-        run_id,
-        name,
-        version,
-        status,
-        input_,
-        output,
-        error,
-        attempts,
-        tenant_id,
-        idempotency_key,
-        coalesce_key,
-        parent_run_id,
-        queue,
-        priority,
-        available_at,
-        leased_until,
-        created_at,
-        updated_at,
-        cancel_requested_at,
-        cancel_refused_at,
-        error_type,
-        failures,
-        recoveries,
-        retry_policy,
-        waiting_for,
-        pivoted_at,
-        started_at,
-        finished_at,
-        worker_id,
-        attempt_started_at,
-        held_by,
-        deadline,
-        progress,
-        trace_context,
-        parked_at,
-        forked_from,
-    ) = row[:RUN_COLUMN_COUNT]
-    return Run(
-        run_id=run_id,
-        name=name,
-        version=version,
-        status=RunStatus(status),
-        input=from_json(input_),
-        output=from_json(output),
-        error=error,
-        attempts=attempts,
-        tenant_id=tenant_id,
-        idempotency_key=unscope(idempotency_key),
-        coalesce_key=unscope(coalesce_key),
-        parent_run_id=parent_run_id,
-        queue=queue,
-        priority=priority,
-        available_at=available_at,
-        leased_until=leased_until,
-        created_at=created_at,
-        updated_at=updated_at,
-        cancel_requested_at=cancel_requested_at,
-        cancel_refused_at=cancel_refused_at,
-        error_type=error_type,
-        failures=failures,
-        recoveries=recoveries,
-        retry_policy=retry_policy_of(retry_policy),
-        waiting_for=waiting_for,
-        pivoted_at=pivoted_at,
-        started_at=started_at,
-        finished_at=finished_at,
-        worker_id=worker_id,
-        attempt_started_at=attempt_started_at,
-        held_by=held_by,
-        deadline=deadline,
-        progress=from_json(progress),
-        trace_context=from_json(trace_context),
-        parked_at=parked_at,
-        forked_from=from_json(forked_from),
-    )
+    def record_of(self, row: Row) -> Any:
+        """The record a row selecting these columns holds (columns after them are the caller's)."""
+        values = list(row[: self.count])
+        for position, decode in self._decoders:
+            values[position] = decode(values[position])
+        return self.record(**dict(zip(self.fields, values, strict=True)))
 
 
 @functools.lru_cache(maxsize=256)
@@ -348,34 +280,43 @@ def retry_policy_of(stored: str | None) -> RetryPolicy:
     return RetryPolicy.from_json(from_json(stored))
 
 
-SCHEDULE_COLUMNS = (
-    "schedule_id, name, cron, tz, input::text, next_fire_at, enabled, tenant_id::text, created_at, updated_at, "
-    "overlap, catchup_window, jitter, pause_on_failure, paused_reason, buffered_tick, last_fired_at"
+_RUNS = RecordColumns(
+    Run,
+    as_text=frozenset({"input", "output", "tenant_id", "retry_policy", "progress", "trace_context", "forked_from"}),
+    decoders={
+        "status": RunStatus,
+        "input": from_json,
+        "output": from_json,
+        "idempotency_key": unscope,
+        "coalesce_key": unscope,
+        "retry_policy": retry_policy_of,
+        "progress": from_json,
+        "trace_context": from_json,
+        "forked_from": from_json,
+    },
 )
+# Every read of a run selects these, in the order of Run's fields.
+RUN_COLUMNS = _RUNS.select
+RUN_COLUMN_COUNT = _RUNS.count
+qualified_run_columns = _RUNS.qualified
+
+
+def row_to_run(row: Row) -> Run:
+    run: Run = _RUNS.record_of(row)
+    return run
+
+
+_SCHEDULES = RecordColumns(
+    Schedule,
+    as_text=frozenset({"input", "tenant_id"}),
+    decoders={"schedule_id": unscope, "tz": lambda tz: tz or "UTC", "input": from_json},
+)
+SCHEDULE_COLUMNS = _SCHEDULES.select
 
 
 def row_to_schedule(row: Row) -> Schedule:
-    (schedule_id, name, cron, tz, input_, next_fire_at, enabled, tenant_id, created_at, updated_at) = row[:10]
-    (overlap, catchup_window, jitter, pause_on_failure, paused_reason, buffered_tick, last_fired_at) = row[10:17]
-    return Schedule(
-        overlap=overlap,
-        catchup_window=catchup_window,
-        jitter=jitter,
-        pause_on_failure=pause_on_failure,
-        paused_reason=paused_reason,
-        buffered_tick=buffered_tick,
-        last_fired_at=last_fired_at,
-        schedule_id=unscope(schedule_id),
-        name=name,
-        cron=cron,
-        tz=tz or "UTC",
-        input=from_json(input_),
-        next_fire_at=next_fire_at,
-        enabled=enabled,
-        tenant_id=tenant_id,
-        created_at=created_at,
-        updated_at=updated_at,
-    )
+    schedule: Schedule = _SCHEDULES.record_of(row)
+    return schedule
 
 
 def reset_connection() -> None:

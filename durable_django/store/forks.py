@@ -12,6 +12,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from ..submission import SubmitRequest
 from ..types import Run
 from . import inserts
 from .db import cursor, in_transaction
@@ -49,17 +50,17 @@ def journal_order(run_id: str) -> list[tuple[str, datetime]]:
         return [(step_id, created_at) for step_id, created_at in cur.fetchall()]
 
 
-def fork(params: dict[str, Any], *, original: str, step_ids: list[str], forked_from: dict[str, Any]) -> Run:
-    """Insert the fork (``params``, keyless) with its copied journal entries, in one transaction."""
+def fork(request: SubmitRequest, *, original: str, step_ids: list[str], forked_from: dict[str, Any]) -> Run:
+    """Insert the fork (``request``, keyless) with its copied journal entries, in one transaction."""
 
     def work() -> Run:
-        run = inserts.insert_run(params)
+        run = inserts.insert_run(request)
         assert run is not None, "a fork has no key that could join another run"
         with cursor() as cur:
             cur.execute(MARK_FORK, {"run_id": run.run_id, "forked_from": json.dumps(forked_from)})
             cur.execute(
                 COPY_STEPS,
-                {"run_id": run.run_id, "original": original, "step_ids": step_ids, "version": params["version"]},
+                {"run_id": run.run_id, "original": original, "step_ids": step_ids, "version": request.template.version},
             )
         stored = get_run(run.run_id)
         assert stored is not None

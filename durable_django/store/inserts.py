@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..states import RunStatus
+from ..submission import NO_LIMITS, BatchRequest, RunTemplate, SubmitRequest
 from ..tenancy import unscope
 from ..types import Run
 from .db import (
@@ -142,65 +143,126 @@ def new_run_ids(count: int) -> list[str]:
 _VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 
 
-def insert_run(params: dict[str, Any]) -> Run | None:
-    """Insert a run; returns the Run as it was stored, or None when a key joined an existing one."""
-    row = fetch_one(INSERT_RUN, params)
-    if row is None:
-        return None
-    created_at, updated_at, available_at, deadline, _woken = row
+def _template_params(template: RunTemplate) -> dict[str, Any]:
+    """What every run of a submit shares, as the insert statements' parameters."""
+    options = template.options
+    return {
+        "name": template.name,
+        "version": template.version,
+        "tenant_id": options.tenant_id,
+        "retry_policy": template.retry_policy,
+        "queue": options.queue,
+        "priority": options.priority,
+        "parent_run_id": template.parent_run_id,
+        "delay": options.delay,
+        "available_at": options.available_at,
+        "deadline": options.deadline,
+        "deadline_seconds": options.deadline_seconds,
+        "trace_context": template.trace_context,
+    }
+
+
+def run_insert_params(request: SubmitRequest) -> dict[str, Any]:
+    """INSERT_RUN's (and DEBOUNCE's) parameters for one run."""
+    limits = request.limits
+    return {
+        **_template_params(request.template),
+        "run_id": request.run_id,
+        "input": request.input,
+        "idempotency_key": request.idempotency_key,
+        "coalesce_key": request.coalesce_key,
+        "concurrency_key": limits.concurrency_key,
+        "concurrency_limit": limits.concurrency_limit,
+        "concurrency_while_waiting": limits.while_waiting,
+        "rate_key": limits.rate_key,
+        "rate_limit": limits.rate_limit,
+        "rate_per": limits.rate_per,
+        "debounce_key": request.debounce_key,
+        "debounce_max_wait": request.debounce_max_wait,
+    }
+
+
+def pending_run(
+    template: RunTemplate,
+    run_id: str,
+    input: Any,
+    idempotency_key: str | None,
+    coalesce_key: str | None,
+    created_at: datetime,
+    updated_at: datetime,
+    available_at: datetime | None,
+    deadline: datetime | None,
+) -> Run:
+    """A run an insert has just stored, from what was sent and what the database decided."""
     return Run(
-        run_id=params["run_id"],
-        name=params["name"],
-        version=params["version"],
+        run_id=run_id,
+        name=template.name,
+        version=template.version,  # type: ignore[arg-type]  # None only for a version no process registers
         status=RunStatus.PENDING,
-        input=from_json(params["input"]),
+        input=input,
         output=None,
         error=None,
         attempts=0,
-        tenant_id=params["tenant_id"],
-        idempotency_key=unscope(params["idempotency_key"]),
-        coalesce_key=unscope(params["coalesce_key"]),
-        parent_run_id=params["parent_run_id"],
-        queue=params["queue"],
-        priority=params["priority"],
+        tenant_id=template.tenant_id,
+        idempotency_key=unscope(idempotency_key),
+        coalesce_key=unscope(coalesce_key),
+        parent_run_id=template.parent_run_id,
+        queue=template.options.queue,
+        priority=template.options.priority,
         available_at=available_at,
         leased_until=None,
         created_at=created_at,
         updated_at=updated_at,
         cancel_requested_at=None,
         cancel_refused_at=None,
-        retry_policy=retry_policy_of(params["retry_policy"]),
+        retry_policy=retry_policy_of(template.retry_policy),
         deadline=deadline,
-        trace_context=from_json(params["trace_context"]),
+        trace_context=from_json(template.trace_context),
     )
 
 
-# A batch's columns that vary from run to run, in the order of INSERT_MANY's rows.
-_BATCH_COLUMNS = (
-    "run_ids",
-    "inputs",
-    "idempotency_keys",
-    "concurrency_keys",
-    "concurrency_limits",
-    "concurrency_while_waitings",
-    "rate_keys",
-    "rate_limits",
-    "rate_pers",
-)
+def insert_run(request: SubmitRequest) -> Run | None:
+    """Insert a run; returns the Run as it was stored, or None when a key joined an existing one."""
+    row = fetch_one(INSERT_RUN, run_insert_params(request))
+    if row is None:
+        return None
+    created_at, updated_at, available_at, deadline, _woken = row
+    return pending_run(
+        request.template,
+        request.run_id,
+        from_json(request.input),
+        request.idempotency_key,
+        request.coalesce_key,
+        created_at,
+        updated_at,
+        available_at,
+        deadline,
+    )
 
 
-def _batch_rows(params: dict[str, Any]) -> str:
+def _batch_rows(batch: BatchRequest) -> str:
     """INSERT_MANY's rows as jsonb text: each input is JSON text already, so it is embedded as it is.
 
     Run ids are made by new_run_ids() (hex digits and dashes), so they need no escaping.
     """
-    columns = [params[column] for column in _BATCH_COLUMNS]
-    if not any(value is not None and value is not False for column in columns[2:] for value in column):
+    if not batch.keyed and all(limits is NO_LIMITS for limits in batch.limits):
         # Unlimited runs without keys, the common case: [run_id, input] rows.
-        return "[" + ",".join(f'["{run_id}",{encoded}]' for run_id, encoded in zip(*columns[:2], strict=True)) + "]"
+        pairs = zip(batch.run_ids, batch.inputs, strict=True)
+        return "[" + ",".join(f'["{run_id}",{encoded}]' for run_id, encoded in pairs) + "]"
     dumps = json.dumps
     rows = []
-    for run_id, encoded_input, *rest in zip(*columns, strict=True):
+    for run_id, encoded_input, key, limits in zip(
+        batch.run_ids, batch.inputs, batch.idempotency_keys, batch.limits, strict=True
+    ):
+        rest = [
+            key,
+            limits.concurrency_key,
+            limits.concurrency_limit,
+            limits.while_waiting,
+            limits.rate_key,
+            limits.rate_limit,
+            limits.rate_per,
+        ]
         # Trailing nulls are left out (and the false of concurrency_while_waiting, which SQL reads back as false).
         while rest and (rest[-1] is None or rest[-1] is False):
             rest.pop()
@@ -213,7 +275,7 @@ def _batch_rows(params: dict[str, Any]) -> str:
 class InsertedBatch:
     """What INSERT_MANY stored: which rows of the batch, and the values they share."""
 
-    params: dict[str, Any]
+    batch: BatchRequest
     # The run ids inserted; None when every row was (a batch without keys conflicts with nothing).
     inserted: frozenset[str] | None
     created_at: datetime
@@ -225,51 +287,16 @@ class InsertedBatch:
 
     def runs(self) -> list[Run | None]:
         """Each row's run as it was stored (None for a row a key refused), in the batch's order."""
-        params = self.params
-        name, version, tenant_id, parent_run_id = (
-            params["name"],
-            params["version"],
-            params["tenant_id"],
-            params["parent_run_id"],
-        )
-        queue, priority, retry_policy = params["queue"], params["priority"], retry_policy_of(params["retry_policy"])
+        batch, template = self.batch, self.batch.template
         available_at, deadline, created, tick = self.available_at, self.deadline, self.created_at, _MICROSECOND
-        trace_context = from_json(params["trace_context"])
-        pending = RunStatus.PENDING
         # Every input decoded by one parse (each is JSON text): five times faster than one parse each.
-        inputs = json.loads("[" + ",".join(params["inputs"]) + "]")
+        inputs = json.loads("[" + ",".join(batch.inputs) + "]")
         runs: list[Run | None] = []
-        for run_id, input, key in zip(params["run_ids"], inputs, params["idempotency_keys"], strict=True):
+        for run_id, input, key in zip(batch.run_ids, inputs, batch.idempotency_keys, strict=True):
             if self.inserted is not None and run_id not in self.inserted:
                 runs.append(None)
             else:
-                runs.append(
-                    Run(
-                        run_id=run_id,
-                        name=name,
-                        version=version,
-                        status=pending,
-                        input=input,
-                        output=None,
-                        error=None,
-                        attempts=0,
-                        tenant_id=tenant_id,
-                        idempotency_key=None if key is None else unscope(key),
-                        coalesce_key=None,
-                        parent_run_id=parent_run_id,
-                        queue=queue,
-                        priority=priority,
-                        available_at=available_at,
-                        leased_until=None,
-                        created_at=created,
-                        updated_at=created,
-                        cancel_requested_at=None,
-                        cancel_refused_at=None,
-                        retry_policy=retry_policy,
-                        deadline=deadline,
-                        trace_context=trace_context,
-                    )
-                )
+                runs.append(pending_run(template, run_id, input, key, None, created, created, available_at, deadline))
             created += tick
         return runs
 
@@ -278,28 +305,25 @@ class InsertedBatch:
 _MICROSECOND = timedelta(microseconds=1)
 
 
-def insert_many(params: dict[str, Any]) -> InsertedBatch:
+def insert_many(batch: BatchRequest) -> InsertedBatch:
     """Insert a batch of runs in one statement (see INSERT_MANY).
-
-    Args:
-        params: the shared insert parameters, and one list per name in ``_BATCH_COLUMNS``.
 
     Returns:
         Which rows were inserted (a row whose key names a run already is not), and what they share.
     """
-    keyed = any(key is not None for key in params["idempotency_keys"])
+    keyed = batch.keyed
     with cursor() as cur:
-        cur.execute(INSERT_MANY, {**params, "rows": _batch_rows(params), "keyed": keyed})
+        cur.execute(INSERT_MANY, {**_template_params(batch.template), "rows": _batch_rows(batch), "keyed": keyed})
         count, inserted_ids, created_at, available_at, deadline, _woken = cur.fetchone()
-    assert keyed or count == len(params["run_ids"]), "a batch without keys conflicts with nothing"
+    assert keyed or count == batch.size, "a batch without keys conflicts with nothing"
     inserted = frozenset(inserted_ids or ()) if keyed else None
-    return InsertedBatch(params, inserted, created_at, available_at, deadline)
+    return InsertedBatch(batch, inserted, created_at, available_at, deadline)
 
 
-def debounce(params: dict[str, Any]) -> Run:
+def debounce(request: SubmitRequest) -> Run:
     """Insert a debounced run, or move the unclaimed pending run of its key; returns it as this call left it."""
     with cursor() as cur:
-        cur.execute(DEBOUNCE, params)
+        cur.execute(DEBOUNCE, run_insert_params(request))
         row = cur.fetchone()
     assert row is not None  # an upsert always returns its row
     return row_to_run(row)

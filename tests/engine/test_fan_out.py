@@ -57,7 +57,7 @@ def test_spawn_many_is_one_statement_and_one_notify():
     api.enqueue("tests.noop", {})
     [held] = claim(limit=1)
     with listening(["durable_wake"]) as listener, CaptureQueriesContext(connection) as queries:
-        spawns.spawn_many(held.run_id, held.attempts, "v1:spawn:0", *_batch(held, 200))
+        spawns.spawn_many(held.run_id, held.attempts, "v1:spawn:0", _batch(held, 200))
         heard = list(listener.notifies(timeout=0.5))
     inserts = [query["sql"] for query in queries.captured_queries if "INSERT INTO durable_run" in query["sql"]]
     assert len(inserts) == 1
@@ -67,14 +67,15 @@ def test_spawn_many_is_one_statement_and_one_notify():
 
 def _batch(held, count):
     from durable_django.engine import submit_many
+    from durable_django.submission import RunOptions
 
-    batch = submit_many.build_many(
+    return submit_many.batch_request(
         "tests.child",
         [{"value": n} for n in range(count)],
+        RunOptions(),
         key_prefix=f"spawn:{held.run_id}:v1:spawn:0",
         parent_run_id=held.run_id,
     )
-    return batch.params, batch.positions
 
 
 def test_a_replay_returns_the_same_children_and_spawns_none_more():

@@ -21,6 +21,7 @@ from durable_django.contrib.tasks.paths import TaskPathError
 from durable_django.engine import submit
 from durable_django.exceptions import Cancelled, InvalidInput
 from durable_django.states import CancelOutcome
+from durable_django.submission import RunOptions
 from durable_django.tasks import DurableBackend
 from durable_django.testing import run_until_idle
 from tests.helpers import sql, wait_until
@@ -294,11 +295,7 @@ def test_a_task_whose_path_does_not_lead_back_to_it_is_refused_at_enqueue():
 
 def stored_task_run(path: str):
     """A version-0 run naming ``path``, made the way the backend makes one (only it may)."""
-    return submit.insert_or_join(
-        submit.build_task_run(
-            path, {"args": [], "kwargs": {}}, queue="default", priority=0, available_at=None, retry=None
-        )
-    )
+    return submit.submit(submit.task_request(path, {"args": [], "kwargs": {}}, RunOptions()))
 
 
 @with_db

@@ -13,7 +13,7 @@ How the steps stand in for the real thing:
   hands out *tickets*: (run, fence token, worker). A ticket makes the writes a worker's
   context makes, straight through the store: ``claims.start``, ``journal.record_step``,
   ``waits.sleep``, ``waits.wait_for_signal``, ``waits.wait_for_child``, ``spawns.spawn``
-  (with the child's parameters from ``submit.build`` and its ``spawn:{parent}:{step}`` key),
+  (with the child's request from ``submit.request`` and its ``spawn:{parent}:{step}`` key),
   ``landing.complete_many``, ``landing.fail``, ``landing.cancel_held``, ``leases.heartbeat`` and
   ``claims.release``. Tickets are kept after their attempt ended or was taken over, and used on
   purpose: every write with a stale one must change nothing at all.
@@ -71,6 +71,7 @@ from durable_django.engine.reconciler import Reconciler
 from durable_django.exceptions import InvalidInput, LeaseLost, NotAChild, RunNotFound
 from durable_django.states import CancelOutcome
 from durable_django.store import claims, journal, landing, leases, spawns, waits
+from durable_django.submission import RunOptions
 from tests.helpers import sql
 
 # Swarm testing and the rule preconditions reject many drafts of a sequence: that filtering is expected.
@@ -902,11 +903,9 @@ class StoreMachine(RuleBasedStateMachine):
         step_id = f"v1:{name}:0"
         known = self.known(ticket.run_id)
         number = next(self.counter)
-        params = submit.with_engine_key(
-            submit.build(
-                FUNCTION, {"n": number}, tenant_id=known.tenant, parent_run_id=ticket.run_id, queue=CHILD_QUEUE
-            ),
-            f"spawn:{ticket.run_id}:{step_id}",
+        options = RunOptions.of(tenant_id=known.tenant, queue=CHILD_QUEUE)
+        params = submit.request(FUNCTION, {"n": number}, options, parent_run_id=ticket.run_id).with_engine_key(
+            f"spawn:{ticket.run_id}:{step_id}"
         )
 
         def call():
@@ -921,7 +920,7 @@ class StoreMachine(RuleBasedStateMachine):
         if step_id in run.journal:  # a replay adopts the same child, never a second one
             assert child_id == run.journal[step_id]
             return child_id
-        assert child_id == params["run_id"]
+        assert child_id == params.run_id
         run.journal[step_id] = child_id
         run.children.append(child_id)
         self.model[child_id] = ModelRun(
@@ -931,7 +930,7 @@ class StoreMachine(RuleBasedStateMachine):
             {"n": number},
             parent=run.run_id,
             queue=CHILD_QUEUE,
-            idempotency_key=params["idempotency_key"],
+            idempotency_key=params.idempotency_key,
         )
         return child_id
 

@@ -7,6 +7,7 @@ import pytest
 from durable_django import CancelOutcome, api
 from durable_django.engine import submit_many
 from durable_django.store import spawns, waits
+from durable_django.submission import RunOptions
 from tests.helpers import run_in_threads
 from tests.store.factories import claim, complete
 
@@ -19,13 +20,14 @@ def parent_with_running_children(count):
     """A running parent (held) and its ``count`` running children (held): (parent, [children])."""
     api.enqueue("tests.noop", {"role": "parent"})
     [parent] = claim(limit=1)
-    batch = submit_many.build_many(
+    batch = submit_many.batch_request(
         "tests.noop",
         [{"role": "child", "n": n} for n in range(count)],
+        RunOptions(),
         key_prefix=f"spawn:{parent.run_id}:v1:spawn:0",
         parent_run_id=parent.run_id,
     )
-    ids = spawns.spawn_many(parent.run_id, parent.attempts, "v1:spawn:0", batch.params, batch.positions)
+    ids = spawns.spawn_many(parent.run_id, parent.attempts, "v1:spawn:0", batch)
     children = {run.run_id: run for run in claim(limit=count)}
     assert sorted(children) == sorted(ids)
     return parent, [children[child_id] for child_id in ids]
@@ -109,13 +111,14 @@ def test_a_timed_out_gather_cancelling_its_stragglers_while_one_lands_is_consist
     for _ in range(ROUNDS):
         api.enqueue("tests.noop", {"role": "parent"})
         [parent] = claim(limit=1)
-        batch = submit_many.build_many(
+        batch = submit_many.batch_request(
             "tests.noop",
             [{"n": n} for n in range(3)],
+            RunOptions(),
             key_prefix=f"spawn:{parent.run_id}:s",
             parent_run_id=parent.run_id,
         )
-        ids = spawns.spawn_many(parent.run_id, parent.attempts, "v1:spawn:0", batch.params, batch.positions)
+        ids = spawns.spawn_many(parent.run_id, parent.attempts, "v1:spawn:0", batch)
         # One child runs; two are still pending, so a cancel ends them at once.
         running = claim(limit=1)[0]
 

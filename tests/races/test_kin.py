@@ -12,6 +12,7 @@ from durable_django import CancelOutcome, api
 from durable_django.engine import submit
 from durable_django.exceptions import RunNotFound
 from durable_django.store import journal, spawns, waits
+from durable_django.submission import RunOptions
 from tests.helpers import run_in_threads, sql
 from tests.store.factories import claim, complete, fail
 
@@ -24,9 +25,8 @@ def parent_with_running_child():
     """A running parent (held as a worker holds it) and its running child: (parent, child) Run records."""
     api.enqueue("tests.noop", {"role": "parent"})
     [parent] = claim(limit=1)
-    params = submit.with_engine_key(
-        submit.build("tests.noop", {"role": "child"}, parent_run_id=parent.run_id), f"spawn:{parent.run_id}:s"
-    )
+    params = submit.request("tests.noop", {"role": "child"}, RunOptions(), parent_run_id=parent.run_id)
+    params = params.with_engine_key(f"spawn:{parent.run_id}:s")
     child_id = spawns.spawn(parent.run_id, parent.attempts, "v1:spawn:0", params)
     [child] = claim(limit=1)
     assert child.run_id == child_id
