@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .api import bulk_batch
-from .api.bulk import BULK_FUNCTION
+from .api.bulk import BULK_FUNCTION, bulk_filters
+from .engine import bulk_batch
 from .registry import durable_function
 from .types import RetryPolicy
 
@@ -14,7 +14,8 @@ BATCH = 500
 
 
 def _batch(bulk_run_id: str, operation: str, filters: dict[str, Any], cursor: str | None) -> dict[str, Any]:
-    listed, next_cursor = bulk_batch.page(filters, cursor, BATCH)
+    # The filters were checked when the operation began; checked again, as they come back from the run's input.
+    listed, next_cursor = bulk_batch.page(bulk_filters(filters), cursor, BATCH)
     runs = [run for run in listed if run.name != BULK_FUNCTION]  # never itself, nor another bulk operation
     return {"outcomes": bulk_batch.act(bulk_run_id, operation, runs), "next_cursor": next_cursor}
 

@@ -11,16 +11,14 @@ from uuid import UUID
 
 from ..conf import durable_settings
 from ..engine import health as health_engine
-from ..engine import submit
+from ..engine import reruns
 from ..engine.health import CheckResult, UnservedVersion
-from ..exceptions import InvalidInput, RunNotFound
-from ..registry import TASK_PATH_VERSION
+from ..exceptions import RunNotFound
 from ..storable import count, name, seconds
-from ..store import flow as flow_store
+from ..store import limit_states
 from ..store import overview as overview_store
-from ..store.flow import LimitState
+from ..store.limit_states import LimitState
 from ..store.overview import Overview
-from ..submission import RunOptions
 from ..types import Run
 from .runs import get_run
 
@@ -53,17 +51,7 @@ def retry_as_new_run(
     run = get_run(run_id, tenant_id=tenant_id)
     if run is None:
         raise RunNotFound(f"no run {run_id}", run_id=str(run_id))
-    if run.is_live:
-        raise InvalidInput(
-            f"run {run.run_id} is still {run.status}; only a finished run can be retried", run_id=run.run_id
-        )
-    if run.version == TASK_PATH_VERSION:
-        options = RunOptions.of(queue=run.queue, priority=run.priority, retry=run.retry_policy)
-        return submit.submit(submit.task_request(run.name, run.input, options, idempotency_key=idempotency_key))
-    options = RunOptions.of(
-        version=run.version, tenant_id=run.tenant_id, queue=run.queue, priority=run.priority, retry=run.retry_policy
-    )
-    return submit.submit(submit.request(run.name, run.input, options, idempotency_key=idempotency_key))
+    return reruns.retry_as_new(run, idempotency_key=idempotency_key)
 
 
 def overview() -> Overview:
@@ -79,12 +67,12 @@ def known_tenants(*, limit: int = 1000) -> list[str]:
 def held_by_limits(*, keys: int = 20) -> list[LimitState]:
     """The limit keys holding most due runs back, most first, each with how many it holds and how many run
     under it; reads a bounded number of held runs (a count past 10,000 is a floor)."""
-    return flow_store.held_by_key(keys=count(keys, what="keys"), using=durable_settings.read_database)
+    return limit_states.held_by_key(keys=count(keys, what="keys"), using=durable_settings.read_database)
 
 
 def limit_state(key: str) -> LimitState:
     """How many runs one limit key (a ``Run.held_by`` value) holds back and how many run under it now."""
-    return flow_store.key_state(name(key, what="a limit key"))
+    return limit_states.key_state(name(key, what="a limit key"))
 
 
 def health(*, max_oldest_pending: float | None = None, max_parked: int | None = None) -> list[CheckResult]:

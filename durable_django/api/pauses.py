@@ -9,9 +9,9 @@ Pauses are tenant-blind.
 
 from __future__ import annotations
 
+from ..engine import pausing
 from ..exceptions import InvalidInput
 from ..storable import text
-from ..store import pauses as pause_store
 from ..types import Pause, pause_key
 
 
@@ -41,8 +41,7 @@ def pause(*, function: str | None = None, queue: str | None = None, reason: str 
     key = check_target(function, queue)
     if not isinstance(reason, str) or "\x00" in reason:
         raise InvalidInput(f"reason must be a string without NUL characters, got {reason!r}")
-    recorded, _ = pause_store.pause(key, function=function, queue=queue, reason=reason)
-    return recorded
+    return pausing.pause(key, function=function, queue=queue, reason=reason)
 
 
 def unpause(*, function: str | None = None, queue: str | None = None) -> bool:
@@ -54,10 +53,9 @@ def unpause(*, function: str | None = None, queue: str | None = None) -> bool:
     Raises:
         InvalidInput: neither or both of function and queue.
     """
-    existed, _ = pause_store.unpause(check_target(function, queue))
-    return existed
+    return pausing.unpause(check_target(function, queue))
 
 
 def list_pauses() -> list[Pause]:
     """Every pause, oldest first."""
-    return pause_store.list_pauses()
+    return pausing.list_pauses()

@@ -15,19 +15,16 @@ from uuid import UUID
 from django.utils import timezone
 
 from .. import storable
-from ..engine import retention, signalling, submit, submit_many
+from ..engine import retention, run_control, submit, submit_many
 from ..exceptions import InvalidInput, RunNotFound
 from ..flow_control import Debounce
 from ..states import CancelOutcome, RunStatus
 from ..storable import integer, json_text, seconds
-from ..store import cancellation
 from ..store import runs as run_store
-from ..store import waits as wait_store
 from ..store.sessions import watching_landings
 from ..submission import RunOptions
 from ..tenancy import normalize_tenant
 from ..types import Run, RunPage
-from .forks import check_version
 
 
 def enqueue(
@@ -151,12 +148,7 @@ def cancel(run_id: str | UUID, *, tenant_id: str | UUID | None = None) -> Cancel
     Raises:
         RunNotFound: no such run is visible to ``tenant_id``.
     """
-    outcome = cancellation.cancel(run_id_of(run_id), normalize_tenant(tenant_id))
-    if outcome is None:
-        raise RunNotFound(f"no run {run_id}", run_id=str(run_id))
-    if outcome is CancelOutcome.CANCELLED:
-        signalling.run_finished_by_id(run_id_of(run_id))
-    return outcome
+    return run_control.cancel(run_id_of(run_id), normalize_tenant(tenant_id))
 
 
 def emit_signal(
@@ -175,7 +167,7 @@ def emit_signal(
     storable.name(signal, what="a signal name")
     integer(occurrence, what="occurrence", minimum=0)
     value_json = json_text(value, what="signal value")
-    return wait_store.emit_signal(run_id_of(run_id), signal, occurrence, value_json, normalize_tenant(tenant_id))
+    return run_control.emit_signal(run_id_of(run_id), signal, occurrence, value_json, normalize_tenant(tenant_id))
 
 
 def resume(run_id: str | UUID, *, version: int | None = None, tenant_id: str | UUID | None = None) -> Run:
@@ -190,21 +182,7 @@ def resume(run_id: str | UUID, *, version: int | None = None, tenant_id: str | U
         InvalidInput: the run is live or succeeded, or it is a child whose parent has finished.
         UnknownFunction: nobody registers ``version``.
     """
-    run_id, tenant = run_id_of(run_id), normalize_tenant(tenant_id)
-    if version is not None:
-        current = run_store.get_run(run_id, tenant)
-        if current is None:
-            raise RunNotFound(f"no run {run_id}", run_id=run_id)
-        version = check_version(current.name, version)
-    run = run_store.resume(run_id, tenant, version=version)
-    if run is not None:
-        return run
-    current = run_store.get_run(run_id, tenant)
-    if current is None:
-        raise RunNotFound(f"no run {run_id}", run_id=run_id)
-    raise InvalidInput(
-        f"run {run_id} is {current.status}; only failed, cancelled or parked runs can be resumed", run_id=run_id
-    )
+    return run_control.resume(run_id_of(run_id), normalize_tenant(tenant_id), version=version)
 
 
 def wait_for_result(

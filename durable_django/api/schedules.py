@@ -13,8 +13,6 @@ from uuid import UUID
 from ..engine import schedules as engine_schedules
 from ..exceptions import InvalidInput
 from ..storable import integer
-from ..store import schedule_runs as schedule_run_store
-from ..store import schedules as schedule_store
 from ..tenancy import normalize_tenant
 from ..types import Run, Schedule, ScheduleRunRecord
 
@@ -128,17 +126,17 @@ def unschedule(schedule_id: str, *, tenant_id: str | UUID | None = None) -> bool
     Returns:
         True if the schedule existed (in this tenant's namespace).
     """
-    return schedule_store.delete(engine_schedules.stored_id(schedule_id, tenant_id))
+    return engine_schedules.delete(engine_schedules.stored_id(schedule_id, tenant_id))
 
 
 def get_schedule(schedule_id: str, *, tenant_id: str | UUID | None = None) -> Schedule | None:
     """One schedule, or None if this tenant's namespace has none with that id."""
-    return schedule_store.get(engine_schedules.stored_id(schedule_id, tenant_id))
+    return engine_schedules.get(engine_schedules.stored_id(schedule_id, tenant_id))
 
 
 def list_schedules(*, tenant_id: str | UUID | None = None) -> list[Schedule]:
     """Schedules by stored id: one tenant's, or (None) the operator's view of every schedule."""
-    return schedule_store.list_all(normalize_tenant(tenant_id))
+    return engine_schedules.list_all(normalize_tenant(tenant_id))
 
 
 def set_schedule_enabled(schedule_id: str, enabled: bool, *, tenant_id: str | UUID | None = None) -> Schedule:
@@ -190,6 +188,6 @@ def backfill(schedule_id: str, start: datetime, end: datetime, *, tenant_id: str
 
 def schedule_runs(schedule_id: str, *, limit: int = 10, tenant_id: str | UUID | None = None) -> list[ScheduleRunRecord]:
     """The last ``limit`` runs the schedule made, newest first, with their status now."""
-    return schedule_run_store.recent(
+    return engine_schedules.recent_runs(
         engine_schedules.stored_id(schedule_id, tenant_id), integer(limit, what="limit", minimum=1, maximum=1000)
     )

@@ -23,7 +23,7 @@ from ..conf import durable_settings
 from ..engine.publishing import key_of
 from ..exceptions import RunNotFound
 from ..storable import integer, seconds
-from ..store import streams as stream_store
+from ..store import stream_reads as stream_store
 from ..tenancy import normalize_tenant
 from ..types import StreamItem
 from .runs import run_id_of

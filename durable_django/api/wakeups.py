@@ -25,9 +25,8 @@ from collections import defaultdict
 from typing import Protocol
 
 from ..conf import durable_settings
-from ..store.db import DONE_CHANNEL
+from ..store.db import DONE_CHANNEL, STREAM_CHANNEL
 from ..store.sessions import ReadSessions, listening
-from ..store.streams import STREAM_CHANNEL
 
 logger = logging.getLogger("durable_django.streams")
 

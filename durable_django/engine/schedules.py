@@ -24,7 +24,7 @@ from ..store import schedules as schedule_store
 from ..store.db import connection
 from ..store.schedules import Fired as Fired
 from ..tenancy import normalize_tenant, scope
-from ..types import Run, Schedule
+from ..types import Run, Schedule, ScheduleRunRecord
 from . import cron as cron_math
 from . import schedule_ticks
 from .schedule_ticks import OVERLAP_POLICIES, enqueue_tick, stamp
@@ -248,6 +248,25 @@ def fire_now(stored: str, schedule_id: str) -> Run:
         schedule_run_store.record(stored, None, run.run_id)
         schedule_store.mark_fired(stored)
         return run
+
+
+def delete(stored: str) -> bool:
+    """Delete a schedule (runs it enqueued stay); whether it existed."""
+    return schedule_store.delete(stored)
+
+
+def get(stored: str) -> Schedule | None:
+    return schedule_store.get(stored)
+
+
+def list_all(tenant_id: str | None) -> list[Schedule]:
+    """Schedules by stored id: one tenant's, or (None) every schedule."""
+    return schedule_store.list_all(tenant_id)
+
+
+def recent_runs(stored: str, limit: int) -> list[ScheduleRunRecord]:
+    """The last ``limit`` runs the schedule made, newest first, with their status now."""
+    return schedule_run_store.recent(stored, limit)
 
 
 def stored_id(schedule_id: object, tenant_id: object) -> str:

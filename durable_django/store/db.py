@@ -26,6 +26,9 @@ from ..types import RetryPolicy, Run, Schedule
 # Channels: one wakes workers (payload: the queue), one announces landed runs (payload: run id).
 WAKE_CHANNEL = "durable_wake"
 DONE_CHANNEL = "durable_done"
+# Readers of events and streams LISTEN here; every event and stream write, and every close, notifies it with
+# the run id.
+STREAM_CHANNEL = "durable_stream"
 
 TERMINAL = tuple(sorted(TERMINAL_STATUSES))
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..flow_control import QUEUE_CONCURRENCY_PREFIX
 from ..journal_ids import WaitingFor
-from . import flow
+from . import flow, limit_states
 from .db import WAKE_CHANNEL, cursor
 from .forks import lineage
 from .landing import CHILDREN_WAIT_OVER, LOCK_RUN
@@ -260,7 +260,7 @@ def release_if_room(key: str, *, limit: int | None) -> int:
     if limit is None:
         room = HELD_ALL
     else:
-        room = limit - flow.key_state(key).running
+        room = limit - limit_states.key_state(key).running
         if room > 0:
             room -= _due_unheld(key, cap=room)
     if room <= 0:

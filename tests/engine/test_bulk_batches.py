@@ -11,7 +11,8 @@ import json
 import pytest
 
 from durable_django import api, signals
-from durable_django.api import bulk_batch
+from durable_django.api.bulk import bulk_filters
+from durable_django.engine import bulk_batch
 from durable_django.exceptions import DurableError, RunNotFound
 from durable_django.states import TERMINAL_STATUSES, RunStatus
 from durable_django.testing import claim, run_until_idle
@@ -233,7 +234,7 @@ def test_a_batch_page_lists_the_runs_list_runs_lists_page_by_page():
         listed, expected = [], []
         cursor = None
         while True:
-            items, cursor = bulk_batch.page(filters, cursor, 4)
+            items, cursor = bulk_batch.page(bulk_filters(filters), cursor, 4)
             listed += [(run.run_id, run.name, run.status) for run in items]
             if cursor is None:
                 break

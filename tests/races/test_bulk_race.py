@@ -15,8 +15,8 @@ import pytest
 from django.db import connections
 
 from durable_django import api, durable, signals
-from durable_django.api import bulk_batch
 from durable_django.api.bulk import start_bulk
+from durable_django.engine import bulk_batch
 from durable_django.store.sessions import listening
 from durable_django.testing import claim, run_until_idle
 from durable_django.types import Run

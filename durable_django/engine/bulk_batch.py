@@ -15,8 +15,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from .. import faults
-from ..engine import signalling, submit_many
-from ..exceptions import DurableError, RunNotFound
+from ..exceptions import DurableError
 from ..registry import TASK_PATH_VERSION
 from ..states import TERMINAL_STATUSES, RunStatus
 from ..storable import json_text
@@ -26,8 +25,7 @@ from ..store.bulk import Listed
 from ..store.db import in_transaction
 from ..submission import RunOptions
 from ..types import Run
-from .bulk import bulk_filters
-from .operations import retry_as_new_run
+from . import reruns, signalling, submit_many
 
 NOT_FOUND = "not found"
 REFUSED = "refused"
@@ -47,13 +45,13 @@ class ListedRun(Protocol):
     def parked_at(self) -> datetime | None: ...
 
 
-def page(filters: dict[str, Any], cursor: str | None, limit: int) -> tuple[list[Listed], str | None]:
-    """A page of the runs ``filters`` (a bulk operation's) match, newest first, as ``list_runs()`` lists them.
+def page(checked: dict[str, Any], cursor: str | None, limit: int) -> tuple[list[Listed], str | None]:
+    """A page of the runs ``checked`` (a bulk operation's filters, checked) match, newest first, as
+    ``list_runs()`` lists them.
 
     Raises:
-        InvalidInput: a bad filter or cursor.
+        InvalidInput: a bad cursor.
     """
-    checked = bulk_filters(filters)
     contains = checked.get("input_contains")
     return bulk_store.list_matching(
         status=checked.get("status"),
@@ -153,9 +151,7 @@ def _retry(bulk_run_id: str, runs: Sequence[ListedRun]) -> dict[str, str]:
 
 def _retry_one(bulk_run_id: str, run: Run) -> str:
     try:
-        retry_as_new_run(run.run_id, idempotency_key=retry_key(bulk_run_id, run.run_id))
-    except RunNotFound:
-        return NOT_FOUND
+        reruns.retry_as_new(run, idempotency_key=retry_key(bulk_run_id, run.run_id))
     except DurableError:
         return REFUSED
     return "retried"
