@@ -242,7 +242,7 @@ def test_children_waits_encode_and_parse():
 
 
 def test_wait_for_any_needs_a_child_and_a_list():
-    from durable_django.engine.context import _child_ids
+    from durable_django.engine.child_calls import _child_ids
 
     with pytest.raises(InvalidInput, match="list of run ids"):
         _child_ids("one-id")
