@@ -20,7 +20,8 @@ from ..engine import cron as cron_math
 from ..engine import schedule_ticks
 from ..exceptions import DurableError, InvalidSchedule
 from ..models import Schedule
-from . import operations, schedule_urls
+from . import schedule_urls
+from .schedule_operations import schedule_address
 
 if TYPE_CHECKING:
     from .schedules import ScheduleAdmin
@@ -96,7 +97,7 @@ def backfill_view(admin: ScheduleAdmin, request: HttpRequest, object_id: str) ->
     confirming = False
     if request.method == "POST" and form.is_valid():
         if request.POST.get("confirm") == "yes":
-            schedule_id, tenant_id = operations.schedule_address(schedule)
+            schedule_id, tenant_id = schedule_address(schedule)
             try:
                 made = api_schedules.backfill(
                     schedule_id, form.cleaned_data["start"], form.cleaned_data["end"], tenant_id=tenant_id
@@ -134,4 +135,4 @@ def backfill_view(admin: ScheduleAdmin, request: HttpRequest, object_id: str) ->
 
 
 def schedule_id_of(schedule: Schedule) -> str:
-    return operations.schedule_address(schedule)[0]
+    return schedule_address(schedule)[0]

@@ -35,6 +35,7 @@ from .base import DurableModelAdmin, operation_action
 from .display import moment, run_url
 from .fields import JSONValueField, NameField, StorableTextField
 from .filters import FunctionFilter, searchable
+from .schedule_operations import SCHEDULE_OPERATIONS, schedule_address
 
 
 # ModelForm is generic only in django-stubs: Django's class cannot be subscripted at run time.
@@ -210,9 +211,7 @@ class ScheduleAdmin(DurableModelAdmin[Schedule]):
     search_fields = ("schedule_id",)
     search_help_text = gettext_lazy("An exact schedule id (as it was passed, without a tenant prefix).")
     show_facets = admin.ShowFacets.NEVER
-    actions = [
-        operation_action(operations.SCHEDULE_OPERATIONS, key, "schedules") for key in operations.SCHEDULE_OPERATIONS
-    ]
+    actions = [operation_action(SCHEDULE_OPERATIONS, key, "schedules") for key in SCHEDULE_OPERATIONS]
 
     class Media:
         css = {"all": ["durable_django/admin.css"]}
@@ -347,7 +346,7 @@ class ScheduleAdmin(DurableModelAdmin[Schedule]):
         """A schedule has no related objects; ``save_model`` wrote everything there is."""
 
     def delete_model(self, request: HttpRequest, obj: Schedule) -> None:
-        schedule_id, tenant_id = operations.schedule_address(obj)
+        schedule_id, tenant_id = schedule_address(obj)
         api_schedules.unschedule(schedule_id, tenant_id=tenant_id)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
@@ -426,7 +425,7 @@ class ScheduleAdmin(DurableModelAdmin[Schedule]):
         schedule = self.get_object(request, unquote(object_id))
         if schedule is None:
             raise Http404(f"no schedule {object_id}")
-        operation = operations.SCHEDULE_OPERATIONS["fire"]
+        operation = SCHEDULE_OPERATIONS["fire"]
         schedule_url = schedule_urls.schedule_url(schedule)
         outcomes, confirmation = operations.confirm_then_perform(
             self,
