@@ -24,7 +24,7 @@ from . import schedule_urls
 from .schedule_operations import schedule_address
 
 if TYPE_CHECKING:
-    from .schedules import ScheduleAdmin
+    from .schedule_actions import ScheduleActions
 
 _FORMATS = ["%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d"]
 
@@ -85,7 +85,7 @@ class BackfillForm(forms.Form):
         return cleaned
 
 
-def backfill_view(admin: ScheduleAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
+def backfill_view(admin: ScheduleActions, request: HttpRequest, object_id: str) -> HttpResponse:
     """GET: the form; POST: the confirmation; POST with ``confirm``: the backfill, then back to the schedule."""
     if not (admin.has_view_permission(request) and admin.has_fire_permission(request)):
         raise PermissionDenied
