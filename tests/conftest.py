@@ -1,12 +1,13 @@
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
 
 import pytest
 
-from tests.helpers import ROOT, subprocess_database_url, wait_until
+from tests.helpers import ROOT, sql, subprocess_database_url, wait_until
 from tests.pgbouncer import PgBouncer, routed
 
 
@@ -157,6 +158,23 @@ class WorkerProcesses:
         """Until each worker has logged its start (it is about to claim)."""
         for proc in procs:
             wait_until(lambda proc=proc: " starting: " in self.output(proc), message=f"worker {proc.pid} to start")
+
+    def wait_idle(self, proc) -> None:
+        """Until the worker has nothing to do and listens: its LISTEN session has subscribed (the listener then
+        wakes the claim loop for one pass, which finds nothing and sleeps) and none of its sessions runs a
+        statement. Its sessions are the ones ``pg_stat_activity`` names ``durable_worker <worker id>``."""
+        self.wait_started(proc)
+        worker_id = re.search(r"worker (\S+) starting: ", self.output(proc)).group(1)
+
+        def idle():
+            sessions = sql(
+                "SELECT state, query FROM pg_stat_activity WHERE application_name = %s",
+                [f"durable_worker {worker_id}"],
+            )
+            listening = any(state == "idle" and query.startswith("LISTEN ") for state, query in sessions)
+            return listening and all(state == "idle" for state, _ in sessions)
+
+        wait_until(idle, message=f"worker {proc.pid} to listen with nothing to do")
 
     def output(self, proc) -> str:
         with open(proc.log_path) as handle:

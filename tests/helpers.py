@@ -93,6 +93,12 @@ def sql(query: str, params=None):
         return cur.fetchall() if cur.description else None
 
 
+def other_sessions() -> set[int]:
+    """The server processes of the other sessions on this test database (this process's, and any other's)."""
+    rows = sql("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    return {pid for (pid,) in rows}
+
+
 # A line the warnings module prints ("file.py:12: SomeWarning: ...") or a log record at WARNING or worse.
 _WARNING_LINE = re.compile(r"\w+Warning: |\b(WARNING|ERROR|CRITICAL)\b")
 # runserver's own notice, which Django prints to whoever runs it.

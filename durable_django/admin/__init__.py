@@ -2,8 +2,9 @@
 
 ``runs``, ``schedules``, ``workers`` and ``pauses`` are the pages, built on ``base`` (the durable
 alias, NUL-safe lookups), ``filters``, ``pagination`` and ``display``;
-``operations`` holds what an operator can do, each a call to the client API
-after a confirmation page, and ``run_page`` a run's bounded page.
+``operations`` holds what an operator action is (each a call to the client API after a
+confirmation page), ``run_operations``, ``control`` and ``schedule_operations`` the actions
+themselves, and ``run_page`` a run's bounded page.
 """
 
 from .pauses import PauseAdmin

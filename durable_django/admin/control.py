@@ -1,6 +1,6 @@
 """The operator-control operations on runs: pause their function or queue, fork, resume on another version.
 
-Each is an ``Operation`` like those of ``operations`` (a permission, a
+Each is an ``Operation`` like those of ``run_operations`` (a permission, a
 confirmation, one API call); fork and resume-on-version are offered on a run's
 page only (fork from each journal row), the pauses as actions on the list too.
 """
@@ -19,7 +19,8 @@ from ..api import operations as api_operations
 from ..exceptions import DurableError, InvalidInput, RunNotFound
 from ..models import Run
 from .display import outcome_word
-from .operations import RESUMABLE, RUN_OPERATIONS, ActionResult, Operation, OperationForm, not_found
+from .operations import ActionResult, Operation, OperationForm
+from .run_operations import RESUMABLE, RUN_OPERATIONS, not_found
 
 
 def _pause(what: str) -> Callable[[Run, dict[str, Any]], ActionResult]:

@@ -1,15 +1,15 @@
-"""What the admin's operator actions do: each calls the client API and reports an outcome.
+"""What an operator action is, and the pages around it: the confirmation before it runs, the outcomes after.
 
 The admin lists and shows records through the models; every change it makes
-goes through here, one API call per run or schedule, each in its own
-transaction, so one refusal never undoes another run's cancel. An action is
-always confirmed on an intermediate page before it runs, and the confirmation
-posts back exactly the ids it listed.
+goes through an ``Operation`` (``run_operations``, ``schedule_operations``,
+``control``), one API call per run or schedule, each in its own transaction,
+so one refusal never undoes another run's cancel. An action is always
+confirmed on an intermediate page before it runs, and the confirmation posts
+back exactly the ids it listed.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -22,16 +22,8 @@ from django.db.models import Model
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 
-from .. import api
-from ..exceptions import DurableError, InvalidInput, RunNotFound
-from ..journal_ids import WaitingFor
-from ..models import Run, Schedule
-from ..states import LIVE_STATUSES, TERMINAL_STATUSES, CancelOutcome, RunStatus
-from ..tenancy import unscope
-from .display import outcome_word
-from .fields import JSONValueField, NameField, StoredIntegerField
+from ..models import Run
 
 if TYPE_CHECKING:  # only for the annotations: base imports this module's Operation the same way
     from django_stubs_ext import StrOrPromise
@@ -46,8 +38,6 @@ MAX_ACTION_TARGETS = 500
 
 # Django 6.1's admin draws breadcrumbs as an ordered list (and styles only that); earlier releases a div.
 ORDERED_BREADCRUMBS = django.VERSION >= (6, 1)
-
-RESUMABLE = frozenset({RunStatus.FAILED, RunStatus.CANCELLED})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,152 +62,6 @@ class OperationForm(forms.Form):
     @classmethod
     def initial_for(cls, run: Run, request: HttpRequest) -> dict[str, object]:
         return {}
-
-
-class SignalForm(OperationForm):
-    """The signal an operator emits: name, occurrence and JSON value."""
-
-    signal = NameField(
-        label=gettext_lazy("Signal"), help_text=gettext_lazy("The name the run waits on, e.g. approval.")
-    )
-    occurrence = StoredIntegerField(
-        label=gettext_lazy("Occurrence"),
-        min_value=0,
-        initial=0,
-        help_text=gettext_lazy("Which emission of this signal (0 is the first)."),
-    )
-    value = JSONValueField(
-        label=gettext_lazy("Value"), required=False, help_text=gettext_lazy("Any JSON value; empty sends null.")
-    )
-
-    @classmethod
-    def initial_for(cls, run: Run, request: HttpRequest) -> dict[str, object]:
-        """Prefill from the signal a waiting run waits for, if it waits for one."""
-        try:
-            wait = WaitingFor.parse(run.waiting_for or "")
-        except ValueError:
-            return {}
-        return {"signal": wait.target, "occurrence": wait.occurrence} if wait.kind == WaitingFor.SIGNAL else {}
-
-
-# -- runs ------------------------------------------------------------------
-
-_CANCEL_LABEL = {
-    CancelOutcome.CANCELLED: gettext_lazy("cancelled"),
-    CancelOutcome.REQUESTED: gettext_lazy("requested"),
-    CancelOutcome.REFUSED: gettext_lazy("refused"),
-}
-_CANCEL_DETAIL = {
-    CancelOutcome.CANCELLED: gettext_lazy("the run and its unfinished descendants are cancelled"),
-    CancelOutcome.REQUESTED: gettext_lazy("the run is running: it stops at its next step or heartbeat"),
-    CancelOutcome.REFUSED: gettext_lazy("already finished, or past a pivot step: nothing changed"),
-}
-
-
-def not_found() -> ActionResult:
-    """The outcome of an operation on a run that no longer exists (in the language of the request)."""
-    return ActionResult(label=_("not found"), detail=_("the run no longer exists"), ok=False)
-
-
-def cancel_run(record: Run, data: dict[str, Any]) -> ActionResult:
-    """``cancel()`` one run: cancelled, requested or refused."""
-    try:
-        outcome = api.cancel(record.run_id)
-    except RunNotFound:
-        return not_found()
-    return ActionResult(
-        label=str(_CANCEL_LABEL[outcome]),
-        detail=str(_CANCEL_DETAIL[outcome]),
-        ok=outcome != CancelOutcome.REFUSED,
-    )
-
-
-def resume_run(record: Run, data: dict[str, Any]) -> ActionResult:
-    """``resume()`` a failed or cancelled run, journal intact."""
-    try:
-        run = api.resume(record.run_id)
-    except RunNotFound:
-        return not_found()
-    except InvalidInput as exc:
-        return ActionResult(label=_("refused"), detail=str(exc), ok=False)
-    return ActionResult(
-        label=_("resumed"),
-        detail=_("the run is %(status)s again, its journal kept") % {"status": outcome_word(run.status)},
-    )
-
-
-def retry_run(record: Run, data: dict[str, Any]) -> ActionResult:
-    """Enqueue a new run of the same function, version, input, tenant, queue and priority."""
-    run = api.get_run(record.run_id)
-    if run is None:
-        return not_found()
-    if run.status not in TERMINAL_STATUSES:
-        return ActionResult(
-            label=_("refused"), detail=_("the run is still %(status)s") % {"status": outcome_word(run.status)}, ok=False
-        )
-    try:
-        new = api.retry_as_new_run(run.run_id)
-    except DurableError as exc:
-        return ActionResult(label=_("refused"), detail=str(exc), ok=False)
-    return ActionResult(label=_("retried"), detail=_("a new run with the same input"), new_run_id=new.run_id)
-
-
-def signal_run(record: Run, data: dict[str, Any]) -> ActionResult:
-    """``emit_signal()`` to one run; the first committed value of (run, signal, occurrence) wins."""
-    try:
-        stored = api.emit_signal(record.run_id, data["signal"], data["value"], occurrence=data["occurrence"])
-    except RunNotFound:
-        return not_found()
-    except InvalidInput as exc:
-        return ActionResult(label=_("refused"), detail=str(exc), ok=False)
-    text = json.dumps(stored, ensure_ascii=False)
-    if stored != data["value"]:
-        return ActionResult(
-            label=_("already sent"), detail=_("an earlier value was kept: %(value)s") % {"value": text}, ok=False
-        )
-    return ActionResult(label=_("signal stored"), detail=f"{data['signal']}#{data['occurrence']} = {text}")
-
-
-# -- schedules ---------------------------------------------------------------
-
-
-def schedule_address(record: Schedule) -> tuple[str, str | None]:
-    """A stored schedule as the API addresses it: the id as it was passed, and its tenant."""
-    return unscope(record.schedule_id), (str(record.tenant_id) if record.tenant_id else None)
-
-
-def _set_enabled(enabled: bool) -> Callable[[Schedule, dict[str, Any]], ActionResult]:
-    def perform(record: Schedule, data: dict[str, Any]) -> ActionResult:
-        schedule_id, tenant_id = schedule_address(record)
-        try:
-            schedule = api.set_schedule_enabled(schedule_id, enabled, tenant_id=tenant_id)
-        except InvalidInput as exc:
-            return ActionResult(label=_("not found"), detail=str(exc), ok=False)
-        return ActionResult(
-            label=_("enabled") if enabled else _("disabled"),
-            detail=(
-                _("next fire at %(when)s UTC") % {"when": f"{schedule.next_fire_at:%Y-%m-%d %H:%M:%S}"}
-                if enabled
-                else _("no next fire")
-            ),
-        )
-
-    return perform
-
-
-def fire_schedule(record: Schedule, data: dict[str, Any]) -> ActionResult:
-    """``fire_schedule_now()``: one run now, the regular ticks left as they are."""
-    schedule_id, tenant_id = schedule_address(record)
-    try:
-        run = api.fire_schedule_now(schedule_id, tenant_id=tenant_id)
-    except DurableError as exc:
-        return ActionResult(label=_("refused"), detail=str(exc), ok=False)
-    return ActionResult(
-        label=_("fired"), detail=_("a run of %(function)s was enqueued") % {"function": run.name}, new_run_id=run.run_id
-    )
-
-
-# -- the operations ----------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -245,94 +89,9 @@ class Operation(Generic[_R]):
         return record.status in self.offered_for and (self.offered_when is None or self.offered_when(record))
 
 
-def _by_key(*operations: Operation[_R]) -> dict[str, Operation[_R]]:
+def by_key(*operations: Operation[_R]) -> dict[str, Operation[_R]]:
+    """Operations by their keys, the names of their actions and URLs."""
     return {operation.key: operation for operation in operations}
-
-
-RUN_OPERATIONS = _by_key(
-    Operation(
-        key="cancel",
-        verb=gettext_lazy("Cancel"),
-        action_description=gettext_lazy("Cancel the selected runs"),
-        permission="cancel",
-        perform=cancel_run,
-        offered_for=LIVE_STATUSES,
-        # A cancel already requested (the run stops at its next step) or refused (past a pivot) stays so.
-        offered_when=lambda run: run.cancel_requested_at is None and run.cancel_refused_at is None,
-        explanation=gettext_lazy(
-            "Pending and waiting runs are cancelled now, with their unfinished descendants; running "
-            "runs are asked to stop at their next step; finished runs and runs past a pivot step refuse."
-        ),
-    ),
-    Operation(
-        key="resume",
-        verb=gettext_lazy("Resume"),
-        action_description=gettext_lazy("Resume the selected runs"),
-        permission="retry",
-        perform=resume_run,
-        offered_for=RESUMABLE,
-        explanation=gettext_lazy(
-            "Failed, cancelled and parked runs go back to pending with their journal intact, so completed "
-            "steps are not run again, and a fresh failure budget."
-        ),
-    ),
-    Operation(
-        key="retry",
-        verb=gettext_lazy("Retry as a new run"),
-        action_description=gettext_lazy("Retry the selected runs as new runs"),
-        permission="retry",
-        perform=retry_run,
-        offered_for=TERMINAL_STATUSES,
-        explanation=gettext_lazy(
-            "Each finished run is submitted again as a new run of the same function version, with "
-            "the same input, tenant, queue and priority and an empty journal."
-        ),
-    ),
-    Operation(
-        key="signal",
-        verb=gettext_lazy("Send a signal"),
-        action_description=gettext_lazy("Send a signal to the selected runs"),
-        permission="signal",
-        perform=signal_run,
-        offered_for=LIVE_STATUSES,
-        form_class=SignalForm,
-        explanation=gettext_lazy(
-            "The signal is stored for each run (the first value sent wins) and wakes a run waiting "
-            "on exactly that signal and occurrence."
-        ),
-    ),
-)
-
-SCHEDULE_OPERATIONS = _by_key(
-    Operation(
-        key="enable",
-        verb=gettext_lazy("Enable"),
-        action_description=gettext_lazy("Enable the selected schedules"),
-        permission="change",
-        perform=_set_enabled(True),
-        explanation=gettext_lazy(
-            "Enabled schedules fire at their next tick; ticks that passed while they were disabled are not fired."
-        ),
-    ),
-    Operation(
-        key="disable",
-        verb=gettext_lazy("Disable"),
-        action_description=gettext_lazy("Disable the selected schedules"),
-        permission="change",
-        perform=_set_enabled(False),
-        explanation=gettext_lazy("Disabled schedules keep their definition and fire nothing until enabled again."),
-    ),
-    Operation(
-        key="fire",
-        verb=gettext_lazy("Fire now"),
-        action_description=gettext_lazy("Fire the selected schedules now"),
-        permission="fire",
-        perform=fire_schedule,
-        explanation=gettext_lazy(
-            "Each schedule enqueues one run now, enabled or not; its regular ticks stay as they are."
-        ),
-    ),
-)
 
 
 # -- confirmation and outcome pages ------------------------------------------

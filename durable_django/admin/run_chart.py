@@ -2,7 +2,8 @@
 
 Drawn on the server as SVG (``run/live.html``), from bounded reads: the latest attempts, the steps that
 record when their fn ran, and the first children. The live part of the run page (this chart and the
-attempts) is served again by ``RunAdmin.live_view``, which the page fetches while the run is live.
+attempts) is served again by ``RunAdmin.live_view`` (``run_actions``), which the page fetches while the run
+is live.
 """
 
 from __future__ import annotations

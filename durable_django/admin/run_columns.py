@@ -19,6 +19,10 @@ from ..models import Run
 from ..states import RunStatus
 from .display import compact_duration, moment
 
+# Columns never read whole: a run's page reads them cut by PostgreSQL (see run_page).
+LARGE_COLUMNS = ("input", "output", "error", "progress")
+# Columns the listing never shows: left unread for its rows.
+HEAVY_COLUMNS = (*LARGE_COLUMNS, "retry_policy")
 # A run id is shown by this many characters: enough to tell the runs of a page apart.
 SHORT_ID_CHARS = 8
 

@@ -1,55 +1,41 @@
-"""The runs admin: a listing that stays fast on millions of rows, a run's page, and the run operations.
+"""The runs admin: a listing that stays fast on millions of rows, and a run's page.
 
 The listing orders by the listing index (newest first, ``created_at DESC, run_id DESC``) and
 allows no other sort, shows no facet counts, counts exactly only up to a bound
 and takes the planner's estimate beyond it; its overview reads capped,
 indexed windows. Records are read only; every change goes through the client
-API (``operations``), after a confirmation page, for users with the permission.
+API, after a confirmation page, for users with the permission (``run_actions``).
+What each cell shows is ``run_cells``; a run's page beyond its summary is ``run_page``.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from django.contrib import admin, messages
-from django.contrib.admin.utils import unquote
+from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
-from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast, Left, Length
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
-from django.template.response import TemplateResponse
-from django.urls import URLPattern, path, reverse
-from django.utils import timezone
-from django.utils.html import format_html, format_html_join
-from django.utils.http import urlencode
-from django.utils.safestring import SafeString
-from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy, ngettext
+from django.http import HttpRequest, HttpResponse
+from django.utils.translation import gettext_lazy
 
-from ..api import bulk as bulk_api
 from ..api import operations as api_operations
 from ..models import Run
-from ..states import RunStatus
-from ..tenancy import unscope
-from . import bulk, operations, run_columns, search
-from .base import DurableModelAdmin, operation_action
+from . import run_columns, search
+from .base import operation_action
 from .control import ALL_RUN_OPERATIONS
-from .display import compact_duration, describe_deadline, describe_wait, moment, run_url, shorten, status_badge
+from .display import compact_duration, moment
 from .filters import FunctionFilter, HeldByFilter, ParentFilter, ParkedFilter, TenantFilter, searchable, tenant_uuid
 from .pagination import EstimatedCountPaginator
-from .run_chart import live_context
+from .run_actions import RunActions
+from .run_cells import RunCells, held_by_url
+from .run_columns import HEAVY_COLUMNS, LARGE_COLUMNS
 from .run_page import run_page_context, shown_fields
 
 # Tenants whose key prefixes a search tries (each costs an index probe).
 MAX_TENANTS = 1000
 # A coalesce key names many finished runs over time; a search lists at most this many.
 MAX_SEARCH_MATCHES = 500
-# Columns never read whole: a run's page reads them cut by PostgreSQL (see run_page).
-LARGE_COLUMNS = ("input", "output", "error", "progress")
-# Columns the listing never shows: left unread for its rows.
-HEAVY_COLUMNS = (*LARGE_COLUMNS, "retry_policy")
 # The listing shows the start of a run's progress, cut by PostgreSQL.
 PROGRESS_LISTING_CHARS = 80
 
@@ -69,7 +55,10 @@ class RunChangeList(ChangeList):
 
 
 @admin.register(Run)
-class RunAdmin(DurableModelAdmin[Run]):
+class RunAdmin(RunCells, RunActions):
+    """Runs, read only: the listing and a run's page; its cells come from ``RunCells``, its operations from
+    ``RunActions``."""
+
     # What an operator reads first, each cell short, so the listing fits a laptop's window without scrolling
     # sideways (run_columns); the lease, wait, limit, deadline and progress share the "now" column.
     list_display = (
@@ -217,134 +206,7 @@ class RunAdmin(DurableModelAdmin[Run]):
             )
         return super().changelist_view(request, extra_context)
 
-    @admin.display(description=gettext_lazy("status"))
-    def colored_status(self, run: Run) -> str:
-        return status_badge(run.status)
-
-    @admin.display(description=gettext_lazy("function"))
-    def function(self, run: Run) -> str:
-        return format_html('{} <span class="durable-version">v{}</span>', run_columns.breakable(run.name), run.version)
-
-    @admin.display(description=gettext_lazy("claims and failures"))
-    def attempts_display(self, run: Run) -> str:
-        return run_columns.claims_and_failures(run, short=False)
-
-    @admin.display(description=gettext_lazy("now"))
-    def now(self, run: Run) -> str:
-        """What the run does or waits for now: its lease, wait, holding limit, deadline and progress."""
-        return run_columns.lines(
-            [
-                self.lease(run),
-                self.waiting(run),
-                format_html(_("held by {}"), self.held_by_display(run)) if run.held_by else "",
-                format_html(_("deadline {}"), self.deadline_display(run)) if run.deadline else "",
-                self.progress_display(run),
-            ]
-        )
-
-    @admin.display(description=gettext_lazy("progress"))
-    def progress_display(self, run: Run) -> str:
-        text: str | None = getattr(run, "progress_text", None)
-        if text is None:
-            return "—"
-        cut = "…" if getattr(run, "progress_chars", 0) > len(text) else ""
-        return format_html('<span class="durable-progress">{}{}</span>', text, cut)
-
-    @admin.display(description=gettext_lazy("lease"))
-    def lease(self, run: Run) -> str:
-        if run.status != RunStatus.RUNNING or run.leased_until is None:
-            return "—"
-        left = run.leased_until - timezone.now()
-        holder = _("held by %(worker)s") % {"worker": run.worker_id or _("a worker")}
-        if left.total_seconds() >= 0:
-            return format_html(
-                '<span title="{}">{}</span>', holder, _("%(duration)s left") % {"duration": compact_duration(left)}
-            )
-        return format_html(
-            '<span class="durable-expired" title="{}">{}</span>',
-            holder,
-            _("expired %(duration)s ago") % {"duration": compact_duration(left)},
-        )
-
-    @admin.display(description=gettext_lazy("waiting for"))
-    def waiting(self, run: Run) -> str:
-        return describe_wait(run) or "—"
-
-    @admin.display(description=gettext_lazy("held by"))
-    def held_by_display(self, run: Run) -> str:
-        if run.held_by is None:
-            return "—"
-        return format_html('<a href="{}">{}</a>', held_by_url(run.held_by), shorten(run.held_by))
-
-    @admin.display(description=gettext_lazy("deadline"))
-    def deadline_display(self, run: Run) -> str:
-        return describe_deadline(run) or "—"
-
-    @admin.display(description=gettext_lazy("tenant"))
-    def tenant(self, run: Run) -> str:
-        if run.tenant_id is None:
-            return "—"
-        return format_html('<span title="{}">{}…</span>', run.tenant_id, str(run.tenant_id)[:8])
-
     # -- a run's page ------------------------------------------------------
-
-    @admin.display(description=gettext_lazy("queue / priority"))
-    def queue_and_priority(self, run: Run) -> str:
-        return f"{run.queue} / {run.priority}"
-
-    @admin.display(description=gettext_lazy("keys"))
-    def keys(self, run: Run) -> str:
-        rows = [
-            (label, shorten(unscope(key)))
-            for label, key in ((_("idempotency"), run.idempotency_key), (_("coalesce"), run.coalesce_key))
-            if key
-        ]
-        if not rows:
-            return "—"
-        return format_html_join(", ", "{}: <code>{}</code>", rows)
-
-    @admin.display(description=gettext_lazy("retry policy"))
-    def retry_policy_display(self, run: Run) -> str:
-        return format_html("<code>{}</code>", json.dumps(run.retry_policy, sort_keys=True))
-
-    @admin.display(description=gettext_lazy("held by a limit"))
-    def held_by_limit(self, run: Run) -> str:
-        """Which limit holds this due run back, how many runs it holds and how many run under it now."""
-        if run.held_by is None or run.status != RunStatus.PENDING:
-            return "—"
-        state = api_operations.limit_state(run.held_by)
-        held = ngettext("%(count)s run held", "%(count)s runs held", state.held) % {"count": state.held}
-        return format_html(
-            '<code>{}</code>: <a href="{}">{}</a>, {}',
-            shorten(run.held_by),
-            held_by_url(run.held_by),
-            held,
-            _("%(count)s running under it") % {"count": state.running},
-        )
-
-    @admin.display(description=gettext_lazy("trace"))
-    def trace(self, run: Run) -> str:
-        """The trace its enqueue was part of (W3C trace id), to look its spans up in a tracing backend."""
-        traceparent = (run.trace_context or {}).get("traceparent", "")
-        parts = traceparent.split("-")
-        if len(parts) != 4:
-            return "—"
-        return format_html('<code title="traceparent {}">{}</code>', traceparent, parts[1])
-
-    @admin.display(description=gettext_lazy("cancellation"))
-    def cancellation(self, run: Run) -> str:
-        parts = [
-            (label, moment(when))
-            for label, when in (
-                (_("requested"), run.cancel_requested_at),
-                (_("refused"), run.cancel_refused_at),
-                (_("pivot step journalled"), run.pivoted_at),
-            )
-            if when
-        ]
-        if not parts:
-            return "—"
-        return format_html_join("; ", _("{} at {}"), parts)
 
     def get_fieldsets(self, request: HttpRequest, obj: Run | None = None) -> Any:
         """A run's summary without its empty rows, so what matters is on the first screen."""
@@ -364,106 +226,3 @@ class RunAdmin(DurableModelAdmin[Run]):
         if obj is not None:
             context.update(run_page_context(self, request, obj))
         return super().render_change_form(request, context, add, change, form_url, obj)
-
-    # -- operations --------------------------------------------------------
-
-    def get_urls(self) -> list[URLPattern]:
-        urls = [
-            path(
-                f"<path:object_id>/{key}/",
-                self.admin_site.admin_view(self.run_operation_view),
-                {"key": key},
-                name=f"durable_django_run_{key}",
-            )
-            for key in ALL_RUN_OPERATIONS
-        ]
-        live = path(
-            "<path:object_id>/live/", self.admin_site.admin_view(self.live_view), name="durable_django_run_live"
-        )
-        return [live, *urls, *super().get_urls()]
-
-    def live_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """The live part of a run's page (its timeline chart and attempts), which the page fetches while it runs."""
-        run = self.get_object(request, unquote(object_id))
-        if run is None or not self.has_view_permission(request, run):
-            raise PermissionDenied
-        context = {**live_context(run, request), "live_url": request.path}
-        return TemplateResponse(request, "admin/durable_django/run/live.html", context)
-
-    def operation_form(
-        self, request: HttpRequest, operation: operations.Operation[Run], runs: list[Run]
-    ) -> operations.OperationForm | None:
-        if operation.form_class is None:
-            return None
-        confirming = request.POST.get("confirm") == "yes"
-        initial = operation.form_class.initial_for(runs[0], request) if len(runs) == 1 else {}
-        run = runs[0] if len(runs) == 1 else None
-        return operation.form_class(request.POST if confirming else None, initial=initial, run=run)
-
-    def bulk_operation(
-        self, request: HttpRequest, queryset: QuerySet[Run], operation: operations.Operation[Run]
-    ) -> TemplateResponse | None:
-        """Confirm, then perform one operation on each selected run and list every outcome; with "select all",
-        on every run the filters match, as a durable run (``bulk``)."""
-        if request.POST.get("select_across") == "1" and operation.key in bulk_api.OPERATIONS:
-            return bulk.bulk_by_filter(self, request, operation)  # type: ignore[return-value]
-        runs = list(queryset.defer(*HEAVY_COLUMNS)[: operations.MAX_ACTION_TARGETS + 1])
-        if len(runs) > operations.MAX_ACTION_TARGETS:
-            self.message_user(
-                request,
-                _("Select at most %(count)s runs for one action; narrow the filters.")
-                % {"count": operations.MAX_ACTION_TARGETS},
-                level=messages.ERROR,
-            )
-            return None
-        # The confirmation posts the listed ids to the unfiltered listing: exactly these runs, no others.
-        outcomes, confirmation = operations.confirm_then_perform(
-            self,
-            request,
-            operation=operation,
-            targets=runs,
-            describe=describe_run,
-            bulk=True,
-            form=self.operation_form(request, operation, runs),
-            hidden=[("action", f"{operation.key}_runs"), ("index", "0")],
-            confirm_url=reverse("admin:durable_django_run_changelist"),
-            back_url=request.get_full_path(),
-        )
-        if confirmation is not None:
-            return confirmation
-        assert outcomes is not None, "confirm_then_perform gives outcomes or a confirmation page"
-        return operations.outcomes_response(self, request, operation=operation, targets=runs, outcomes=outcomes)
-
-    def run_operation_view(self, request: HttpRequest, object_id: str, key: str) -> HttpResponse:
-        """The button on a run's page: confirm, perform, and return to the run with its outcome."""
-        operation = ALL_RUN_OPERATIONS[key]
-        permitted = getattr(self, f"has_{operation.permission}_permission")
-        if not (self.has_view_permission(request) and permitted(request)):
-            raise PermissionDenied
-        run = self.get_object(request, unquote(object_id))
-        if run is None:
-            raise Http404(f"no run {object_id}")
-        here = run_url(run.run_id)
-        outcomes, confirmation = operations.confirm_then_perform(
-            self,
-            request,
-            operation=operation,
-            targets=[run],
-            describe=describe_run,
-            form=self.operation_form(request, operation, [run]),
-            back_url=here,
-        )
-        if confirmation is not None:
-            return confirmation
-        assert outcomes is not None, "confirm_then_perform gives outcomes or a confirmation page"
-        operations.message_outcome(self, request, operation, outcomes[0])
-        return HttpResponseRedirect(run_url(outcomes[0].new_run_id) if outcomes[0].new_run_id else here)
-
-
-def held_by_url(key: str) -> str:
-    """The runs listing filtered to the runs one limit key holds back."""
-    return f"{reverse('admin:durable_django_run_changelist')}?{urlencode({HeldByFilter.parameter_name: key})}"
-
-
-def describe_run(run: Run) -> SafeString:
-    return format_html("{} v{} {}", run.name, run.version, status_badge(run.status))

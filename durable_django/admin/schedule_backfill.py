@@ -20,10 +20,11 @@ from ..engine import cron as cron_math
 from ..engine import schedule_ticks
 from ..exceptions import DurableError, InvalidSchedule
 from ..models import Schedule
-from . import operations, schedule_urls
+from . import schedule_urls
+from .schedule_operations import schedule_address
 
 if TYPE_CHECKING:
-    from .schedules import ScheduleAdmin
+    from .schedule_actions import ScheduleActions
 
 _FORMATS = ["%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d"]
 
@@ -84,7 +85,7 @@ class BackfillForm(forms.Form):
         return cleaned
 
 
-def backfill_view(admin: ScheduleAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
+def backfill_view(admin: ScheduleActions, request: HttpRequest, object_id: str) -> HttpResponse:
     """GET: the form; POST: the confirmation; POST with ``confirm``: the backfill, then back to the schedule."""
     if not (admin.has_view_permission(request) and admin.has_fire_permission(request)):
         raise PermissionDenied
@@ -96,7 +97,7 @@ def backfill_view(admin: ScheduleAdmin, request: HttpRequest, object_id: str) ->
     confirming = False
     if request.method == "POST" and form.is_valid():
         if request.POST.get("confirm") == "yes":
-            schedule_id, tenant_id = operations.schedule_address(schedule)
+            schedule_id, tenant_id = schedule_address(schedule)
             try:
                 made = api_schedules.backfill(
                     schedule_id, form.cleaned_data["start"], form.cleaned_data["end"], tenant_id=tenant_id
@@ -134,4 +135,4 @@ def backfill_view(admin: ScheduleAdmin, request: HttpRequest, object_id: str) ->
 
 
 def schedule_id_of(schedule: Schedule) -> str:
-    return operations.schedule_address(schedule)[0]
+    return schedule_address(schedule)[0]

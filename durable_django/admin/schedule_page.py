@@ -15,7 +15,7 @@ from ..engine import cron as cron_math
 from ..engine.cron_words import describe
 from ..exceptions import InvalidSchedule
 from ..models import Schedule
-from . import operations
+from .schedule_operations import schedule_address
 
 # How many upcoming fire times, and how many past runs, the page lists.
 NEXT_FIRES = 5
@@ -69,7 +69,7 @@ class LastRun:
 
 def last_runs(schedule: Schedule, count: int = LAST_RUNS) -> list[LastRun]:
     """The schedule's last runs, newest first, with their status now and their tick in its zone."""
-    schedule_id, tenant_id = operations.schedule_address(schedule)
+    schedule_id, tenant_id = schedule_address(schedule)
     try:
         zone = cron_math.zone(schedule.tz or "UTC")
     except InvalidSchedule:

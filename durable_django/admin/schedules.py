@@ -1,185 +1,38 @@
-"""The schedules admin: listing, the add and change form (validated here, written through the API), and
-enable, disable and fire now."""
+"""The schedules admin: the listing, and a schedule's add and change page, whose writes go through the API.
+
+Its form is ``schedule_form``; enable, disable, fire now and backfill are
+``schedule_actions``; what a schedule's page shows besides the form is
+``schedule_page``. A schedule defined in ``DURABLE["SCHEDULES"]`` is owned by
+the settings: it can be enabled and disabled here, not changed or deleted.
+"""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import ChangeList
-from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
-from django.template.response import TemplateResponse
-from django.urls import URLPattern, path, reverse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.utils.html import format_html
-from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from .. import storable
 from ..api import schedules as api_schedules
 from ..conf import durable_settings
 from ..engine import cron as cron_math
-from ..engine.schedule_ticks import OVERLAP_POLICIES
-from ..exceptions import InvalidInput, InvalidSchedule, UnknownFunction
+from ..exceptions import InvalidInput, InvalidSchedule
 from ..models import Schedule
-from ..registry import registry
-from ..tenancy import normalize_tenant, scope, unscope
-from . import operations, schedule_backfill, schedule_page, schedule_urls
-from .base import DurableModelAdmin, operation_action
-from .display import moment, run_url
-from .fields import JSONValueField, NameField, StorableTextField
+from ..tenancy import unscope
+from . import schedule_page, schedule_urls
+from .base import operation_action
+from .display import moment
 from .filters import FunctionFilter, searchable
-
-
-# ModelForm is generic only in django-stubs: Django's class cannot be subscripted at run time.
-class ScheduleForm(forms.ModelForm):  # type: ignore[type-arg]
-    """A schedule as the API takes it; cron and zone are validated here, the write goes through ``schedule()``."""
-
-    key = NameField(
-        label=gettext_lazy("Schedule id"),
-        help_text=gettext_lazy("Unique per tenant; the id you pass to schedule() and unschedule()."),
-    )
-    tenant = forms.UUIDField(
-        label=gettext_lazy("Tenant"), required=False, help_text=gettext_lazy("Leave empty for the untagged namespace.")
-    )
-    name = forms.ChoiceField(label=gettext_lazy("Function"), choices=())
-    cron = StorableTextField(
-        label=gettext_lazy("Cron"),
-        max_length=200,
-        help_text=gettext_lazy(
-            "Five fields (minute hour day month weekday), six with seconds first, or an alias such as @daily."
-        ),
-    )
-    # Offered from a list; typed values are still checked by clean_tz (a form error, never a 500).
-    tz = forms.CharField(
-        label=gettext_lazy("Time zone"),
-        initial="UTC",
-        max_length=100,
-        widget=forms.Select(),
-        help_text=gettext_lazy("An IANA zone such as Europe/Berlin; the cron's times are wall-clock times there."),
-    )
-    input = JSONValueField(
-        label=gettext_lazy("Input"),
-        required=False,
-        help_text=gettext_lazy("The JSON input of every run; empty is null."),
-    )
-    enabled = forms.BooleanField(label=gettext_lazy("Enabled"), required=False, initial=True)
-    overlap = forms.ChoiceField(
-        label=gettext_lazy("Overlap"),
-        required=False,
-        initial="allow_all",
-        choices=[(policy, policy) for policy in OVERLAP_POLICIES],
-        help_text=gettext_lazy(
-            "What a tick does while a run of this schedule is live: allow_all (a run per tick), skip, "
-            "buffer_one (one waits for it) or cancel_previous."
-        ),
-    )
-    catchup_window = forms.DurationField(
-        label=gettext_lazy("Catchup window"),
-        required=False,
-        help_text=gettext_lazy(
-            "After downtime, every tick missed within this window fires (e.g. 01:00:00); empty fires the one owed tick."
-        ),
-    )
-    jitter = forms.DurationField(
-        label=gettext_lazy("Jitter"),
-        required=False,
-        help_text=gettext_lazy("Each tick's run is due at a random instant within this after the tick."),
-    )
-    pause_on_failure = forms.BooleanField(
-        label=gettext_lazy("Pause on failure"),
-        required=False,
-        help_text=gettext_lazy("A failed run of the schedule disables it."),
-    )
-
-    class Meta:
-        model = Schedule
-        fields = ()
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        names = registry.names()
-        stored = self.instance if self.instance.pk else None
-        if stored is not None and stored.name not in names:
-            names = sorted([*names, stored.name])
-        name_field = self.fields["name"]
-        assert isinstance(name_field, forms.ChoiceField)  # declared above; ``fields`` holds a deep copy
-        name_field.choices = [(name, name) for name in names]
-        tz_widget = self.fields["tz"].widget
-        assert isinstance(tz_widget, forms.Select)
-        tz_widget.choices = schedule_page.zone_choices(stored.tz if stored is not None else None)
-        if stored is not None:
-            # The id and tenant are the schedule's identity: changing them would make another schedule.
-            self.initial.update(
-                key=unscope(stored.schedule_id),
-                tenant=stored.tenant_id,
-                name=stored.name,
-                cron=stored.cron,
-                tz=stored.tz or "UTC",
-                input=json.dumps(stored.input, ensure_ascii=False),
-                enabled=stored.enabled,
-                overlap=stored.overlap,
-                catchup_window=stored.catchup_window,
-                jitter=stored.jitter,
-                pause_on_failure=stored.pause_on_failure,
-            )
-            self.fields["key"].disabled = True
-            self.fields["tenant"].disabled = True
-
-    def clean_name(self) -> str:
-        # A stored schedule may name a function this web process does not register; schedule() would refuse it.
-        name: str = self.cleaned_data["name"]
-        try:
-            registry.newest(name)
-        except UnknownFunction:
-            raise forms.ValidationError(
-                _(
-                    "No function %(function)s is registered in this web process, so this schedule cannot be saved "
-                    "here (it can still be enabled and disabled)."
-                )
-                % {"function": repr(name)}
-            ) from None
-        return name
-
-    def clean_tz(self) -> str:
-        tz: str = self.cleaned_data["tz"].strip()
-        try:
-            cron_math.zone(tz)
-            storable.zone(tz, what="the time zone")
-        except (InvalidInput, InvalidSchedule) as exc:
-            raise forms.ValidationError(str(exc)) from None
-        return tz
-
-    def clean(self) -> dict[str, Any]:
-        # ModelForm.clean() returns cleaned_data itself, never None (the stubs allow None for Form.clean overrides).
-        cleaned = super().clean()
-        assert cleaned is not None
-        if "cron" in cleaned:
-            # With a bad zone the expression is still checked (in UTC), so both errors show at once.
-            try:
-                cleaned["cron"] = cron_math.parse(cleaned["cron"], cleaned.get("tz", "UTC")).expression
-            except InvalidSchedule as exc:
-                self.add_error("cron", str(exc))
-        # schedule() is an upsert: an add must never become a change (the add permission allows no change).
-        adding = not self.instance.pk and "key" in cleaned and "tenant" in cleaned
-        if adding and Schedule.objects.using(durable_settings.DATABASE).filter(pk=self.stored_id()).exists():
-            self.add_error(
-                "key", _("A schedule with this id already exists in this tenant; change it on its own page.")
-            )
-        return cleaned
-
-    def stored_id(self) -> str:
-        """The id the schedule is stored under: the key scoped by its tenant."""
-        tenant = self.cleaned_data["tenant"]
-        key: str = self.cleaned_data["key"]
-        return scope(key, normalize_tenant(tenant), what="schedule_id")
-
+from .schedule_actions import ScheduleActions
+from .schedule_form import ScheduleForm
+from .schedule_operations import SCHEDULE_OPERATIONS, schedule_address
 
 # What a disabled schedule shows for its next fire.
 DISABLED = gettext_lazy("—, disabled")
@@ -197,7 +50,10 @@ def next_fire_in_zone(schedule: Schedule, *, with_zone: bool = True) -> str:
 
 
 @admin.register(Schedule)
-class ScheduleAdmin(DurableModelAdmin[Schedule]):
+class ScheduleAdmin(ScheduleActions):
+    """Schedules: the listing, the add and change page written through the API; operations from
+    ``ScheduleActions``."""
+
     form = ScheduleForm
     fields = (
         "key", "tenant", "name", "cron", "tz", "input", "enabled", "overlap", "catchup_window", "jitter",
@@ -210,15 +66,10 @@ class ScheduleAdmin(DurableModelAdmin[Schedule]):
     search_fields = ("schedule_id",)
     search_help_text = gettext_lazy("An exact schedule id (as it was passed, without a tenant prefix).")
     show_facets = admin.ShowFacets.NEVER
-    actions = [
-        operation_action(operations.SCHEDULE_OPERATIONS, key, "schedules") for key in operations.SCHEDULE_OPERATIONS
-    ]
+    actions = [operation_action(SCHEDULE_OPERATIONS, key, "schedules") for key in SCHEDULE_OPERATIONS]
 
     class Media:
         css = {"all": ["durable_django/admin.css"]}
-
-    def has_fire_permission(self, request: HttpRequest, obj: Schedule | None = None) -> bool:
-        return request.user.has_perm("durable_django.fire_schedule")
 
     def has_change_permission(self, request: HttpRequest, obj: Schedule | None = None) -> bool:
         # DURABLE["SCHEDULES"] owns the definition of a settings schedule; only enable/disable applies.
@@ -347,29 +198,14 @@ class ScheduleAdmin(DurableModelAdmin[Schedule]):
         """A schedule has no related objects; ``save_model`` wrote everything there is."""
 
     def delete_model(self, request: HttpRequest, obj: Schedule) -> None:
-        schedule_id, tenant_id = operations.schedule_address(obj)
+        schedule_id, tenant_id = schedule_address(obj)
         api_schedules.unschedule(schedule_id, tenant_id=tenant_id)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         for schedule in queryset:
             self.delete_model(request, schedule)
 
-    # -- operations --------------------------------------------------------
-
-    def get_urls(self) -> list[URLPattern]:
-        return [
-            path(
-                "<path:object_id>/fire/",
-                self.admin_site.admin_view(self.fire_view),
-                name="durable_django_schedule_fire",
-            ),
-            path(
-                "<path:object_id>/backfill/",
-                self.admin_site.admin_view(self.backfill_view),
-                name="durable_django_schedule_backfill",
-            ),
-            *super().get_urls(),
-        ]
+    # -- a schedule's page -------------------------------------------------
 
     def render_change_form(
         self,
@@ -387,61 +223,3 @@ class ScheduleAdmin(DurableModelAdmin[Schedule]):
             context["next_fire_in_zone"] = next_fire_in_zone(obj) if obj.enabled else DISABLED
             context.update(schedule_page.page_context(obj))
         return super().render_change_form(request, context, add, change, form_url, obj)
-
-    def bulk_operation(
-        self, request: HttpRequest, queryset: QuerySet[Schedule], operation: operations.Operation[Schedule]
-    ) -> TemplateResponse | None:
-        schedules = list(queryset[: operations.MAX_ACTION_TARGETS + 1])
-        if len(schedules) > operations.MAX_ACTION_TARGETS:
-            self.message_user(
-                request,
-                _("Select at most %(count)s schedules for one action.") % {"count": operations.MAX_ACTION_TARGETS},
-                level=messages.ERROR,
-            )
-            return None
-        outcomes, confirmation = operations.confirm_then_perform(
-            self,
-            request,
-            operation=operation,
-            targets=schedules,
-            describe=describe_schedule,
-            bulk=True,
-            hidden=[("action", f"{operation.key}_schedules"), ("index", "0")],
-            confirm_url=reverse("admin:durable_django_schedule_changelist"),
-            back_url=request.get_full_path(),
-        )
-        if confirmation is not None:
-            return confirmation
-        assert outcomes is not None, "confirm_then_perform gives outcomes or a confirmation page"
-        return operations.outcomes_response(self, request, operation=operation, targets=schedules, outcomes=outcomes)
-
-    def backfill_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """The "Backfill" button on a schedule's page (its own module)."""
-        return schedule_backfill.backfill_view(self, request, object_id)
-
-    def fire_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        """The "Fire now" button on a schedule's page: confirm, fire, and show the run it enqueued."""
-        if not (self.has_view_permission(request) and self.has_fire_permission(request)):
-            raise PermissionDenied
-        schedule = self.get_object(request, unquote(object_id))
-        if schedule is None:
-            raise Http404(f"no schedule {object_id}")
-        operation = operations.SCHEDULE_OPERATIONS["fire"]
-        schedule_url = schedule_urls.schedule_url(schedule)
-        outcomes, confirmation = operations.confirm_then_perform(
-            self,
-            request,
-            operation=operation,
-            targets=[schedule],
-            describe=describe_schedule,
-            back_url=schedule_url,
-        )
-        if confirmation is not None:
-            return confirmation
-        assert outcomes is not None, "confirm_then_perform gives outcomes or a confirmation page"
-        operations.message_outcome(self, request, operation, outcomes[0])
-        return HttpResponseRedirect(run_url(outcomes[0].new_run_id) if outcomes[0].new_run_id else schedule_url)
-
-
-def describe_schedule(schedule: Schedule) -> SafeString:
-    return format_html("{} <code>{}</code> {}", schedule.name, schedule.cron, schedule.tz or "UTC")

@@ -10,7 +10,8 @@ Callers receive frozen records. Its modules, by what they do:
 - Holding a run: ``claims`` (claim, start, release), ``leases`` (renewals no client
   transaction can block), ``flow`` (admission under concurrency and rate limits),
   ``journal`` (steps and signals), ``waits`` (sleeps, signals, children), ``progress``,
-  ``streams`` (events and streams), ``landing`` (the transactions that end attempts and runs).
+  ``streams`` (events and streams), ``landing`` (the transactions that end attempts and runs),
+  ``kin`` (what a landing does to the parent it wakes and the descendants it cancels).
 - Ending and repairing: ``cancellation``, ``deadlines``, ``reconcile`` (states that must not
   exist), ``purge`` (retention), ``bulk`` (set-based operator batches).
 - Reading: ``runs``, ``attempts``, ``overview``, ``health``, ``task_results``,

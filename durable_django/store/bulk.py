@@ -22,7 +22,7 @@ from django.db.backends.utils import CursorWrapper
 from ..states import RunStatus
 from . import flow
 from .db import DONE_CHANNEL, WAKE_CHANNEL, cursor
-from .landing import LIVE, _cascade, _wake_parent
+from .kin import LIVE, cascade, wake_parent
 from .runs import encode_cursor
 
 _TERMINAL = "('succeeded', 'failed', 'cancelled')"
@@ -232,9 +232,9 @@ def _cancel_level(cur: CursorWrapper, run_ids: list[str]) -> dict[str, str]:
         if has_children:
             cascade_from.append(run_id)
     for parent_run_id in sorted(ended_by_parent):
-        _wake_parent(cur, parent_run_id, ended_by_parent[parent_run_id])
+        wake_parent(cur, parent_run_id, ended_by_parent[parent_run_id])
     if cascade_from:
-        changes += _cascade(cur, cascade_from)
+        changes += cascade(cur, cascade_from)
     flow.release_slots(cur, changes)
     return {row[0]: row[1] for row in rows}
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from .db import cursor, in_transaction
-from .landing import LANDED, LIVE, LOCK_RUN, land, status_of
+from .kin import LIVE
+from .landing import LANDED, LOCK_RUN, land, status_of
 
 # Live runs whose deadline has passed by the database clock, soonest first. A run whose parent's deadline
 # has passed too is left to its parent's end (its cascade), and a running run asked to stop is left to

@@ -16,7 +16,8 @@ from ..journal_ids import WaitingFor
 from . import flow, limit_states
 from .db import WAKE_CHANNEL, cursor
 from .forks import lineage
-from .landing import CHILDREN_WAIT_OVER, LOCK_RUN
+from .kin import CHILDREN_WAIT_OVER
+from .landing import LOCK_RUN
 from .leases import LIVE_RENEWAL
 
 _TERMINAL = "('succeeded', 'failed', 'cancelled')"

@@ -18,7 +18,7 @@ from ..exceptions import NotAChild, RunNotFound
 from ..journal_ids import WaitingFor
 from ..states import TERMINAL_STATUSES, RunStatus
 from ..types import ChildResult
-from . import cancellation, flow, journal, landing
+from . import cancellation, flow, journal, kin
 from .db import WAKE_CHANNEL, cursor, from_json
 from .forks import lineage
 
@@ -99,7 +99,7 @@ WHERE run_id = ANY(%(child_run_ids)s::text[]) AND parent_run_id = %(run_id)s
 """
 
 # Mark the awaited children still live with the held run's fence token: each one's landing then counts
-# toward the wait (store/landing.py WAKE_PARENT). Every landing of a child locks its parent first, so
+# toward the wait (store/kin.py WAKE_PARENT). Every landing of a child locks its parent first, so
 # under the held run's lock no awaited child finishes between the read and the mark.
 MARK_AWAITED = """
 UPDATE durable_run SET awaited_token = %(token)s
@@ -320,7 +320,7 @@ def wait_for_children(
             if not wait_all:
                 return WaitOutcome(suspended=False, value=journal.insert_step(cur, run_id, step_id, tenant_id, None))
             live = [child_id for child_id in distinct if not found[child_id][0]]
-            landing.cancel_children(run_id, live)
+            kin.cancel_children(run_id, live)
             outcomes = _outcomes(cur, run_id, done)
             value = [outcomes.get(child_id, TIMED_OUT) for child_id in child_run_ids]
             return WaitOutcome(suspended=False, value=journal.insert_step(cur, run_id, step_id, tenant_id, value))

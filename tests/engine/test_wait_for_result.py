@@ -7,21 +7,31 @@ import pytest
 from durable_django import api
 from durable_django.exceptions import RunNotFound
 from durable_django.testing import run_until_idle
+from tests.helpers import other_sessions, sql, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+# A session of the caller's that subscribed and read: idle, its last statement past its LISTEN.
+SUBSCRIBED_AND_READ = (
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() "
+    "AND NOT pid = ANY(%s) AND state = 'idle' AND query NOT LIKE 'LISTEN %%'"
+)
+
+
 def test_wait_for_result_returns_when_the_run_lands():
     run = api.enqueue("tests.noop", {"v": 3})
+    before = list(other_sessions())
 
-    def finish_later():
-        time.sleep(0.3)
+    def finish_once_the_caller_waits():
+        # The caller LISTENs on a session of its own, reads the run (pending), then waits: land it then.
+        wait_until(lambda: sql(SUBSCRIBED_AND_READ, [before])[0][0], message="the caller to wait")
         run_until_idle()
         from django.db import connections
 
         connections.close_all()
 
-    threading.Thread(target=finish_later).start()
+    threading.Thread(target=finish_once_the_caller_waits).start()
     started = time.monotonic()
     done = api.wait_for_result(run.run_id, timeout=30)
     assert (done.status, done.output) == ("succeeded", {"v": 3})

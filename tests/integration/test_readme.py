@@ -2,13 +2,14 @@
 
 import re
 import threading
-import time
 from pathlib import Path
 
 import pytest
 from django.db import connections
 
 from durable_django.registry import registry
+from durable_django.store.db import WAKE_CHANNEL
+from durable_django.store.sessions import listening
 from durable_django.testing import run_until_idle
 from tests.helpers import ROOT
 
@@ -32,9 +33,13 @@ def test_the_quick_start_registers_submits_waits_and_tests():
         stop = threading.Event()
 
         def worker():
-            while not stop.is_set():
-                run_until_idle()
-                time.sleep(0.02)
+            # As a worker does: run what is due, then wait for the NOTIFY of the next enqueue (LISTEN first, so
+            # none is missed), looking again at least every second for the stop.
+            with listening([WAKE_CHANNEL]) as session:
+                while not stop.is_set():
+                    run_until_idle()
+                    for _ in session.notifies(timeout=1.0, stop_after=1):
+                        pass
             connections.close_all()
 
         thread = threading.Thread(target=worker)

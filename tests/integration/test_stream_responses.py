@@ -1,6 +1,7 @@
 """stream_response(): server-sent events under WSGI (the test client) and ASGI (Django's handler, in-process)."""
 
 import asyncio
+import itertools
 import sys
 import threading
 import uuid
@@ -10,7 +11,7 @@ from django.core.handlers.asgi import ASGIHandler
 from django.db import connections
 from django.test import Client
 
-from durable_django import api
+from durable_django import api, faults
 from durable_django.engine import lifecycle
 from durable_django.engine.context import Context
 from durable_django.testing import make_due, run_until_idle
@@ -164,18 +165,23 @@ def test_fifty_asgi_readers_wait_holding_no_thread_and_a_bounded_number_of_conne
     seen: dict[str, object] = {}
 
     async def serve():
-        tasks = [asyncio.create_task(client(app)) for client in clients]
-        # Every reader has read (nothing yet) and waits.
-        for _ in range(500):
-            await asyncio.sleep(0.02)
-            if all(client.status == 200 for client in clients):
-                break
-        await asyncio.sleep(0.5)
-        seen["threads in durable code"] = stacks_in_durable_code()
-        seen["connections"] = await asyncio.to_thread(closing, connections_of_this_process)
-        await asyncio.to_thread(closing, ctx.write_stream, "tokens", "for all")
-        await asyncio.to_thread(closing, ctx.close_stream, "tokens")
-        await asyncio.wait_for(asyncio.gather(*tasks), 60)
+        loop = asyncio.get_running_loop()
+        all_wait = asyncio.Event()
+        reads = itertools.count(1)
+
+        def read_and_about_to_wait():
+            if next(reads) == READERS:
+                loop.call_soon_threadsafe(all_wait.set)
+
+        with faults.injected("stream.read", read_and_about_to_wait):
+            tasks = [asyncio.create_task(client(app)) for client in clients]
+            # Every reader has read (nothing yet) and waits.
+            await asyncio.wait_for(all_wait.wait(), 60)
+            seen["threads in durable code"] = stacks_in_durable_code()
+            seen["connections"] = await asyncio.to_thread(closing, connections_of_this_process)
+            await asyncio.to_thread(closing, ctx.write_stream, "tokens", "for all")
+            await asyncio.to_thread(closing, ctx.close_stream, "tokens")
+            await asyncio.wait_for(asyncio.gather(*tasks), 60)
 
     asyncio.run(serve())
     assert all(client.status == 200 for client in clients)

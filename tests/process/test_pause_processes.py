@@ -1,7 +1,5 @@
 """Pausing across real worker processes: running attempts finish, nothing new starts, the rest runs after."""
 
-import time
-
 import pytest
 
 from durable_django import api
@@ -27,9 +25,11 @@ def test_a_pause_stops_new_attempts_on_every_worker_lets_running_ones_finish_and
     # The running attempt finishes; the other function's runs all run, on both workers' watch.
     wait_until(lambda: api.get_run(running.run_id).status == "succeeded", timeout=60, message="the running attempt")
     wait_until(lambda: statuses("tests.noop") == {"succeeded": 10}, timeout=60, message="the unpaused function")
-    time.sleep(1.5)  # three polls of every worker
+    # A claim that meets a paused run holds it back (held_by), and no claim considers it again until the pause
+    # is lifted: once every one is held, none can start, however long the workers go on polling.
+    held = "SELECT held_by, count(*) FROM durable_run WHERE status = 'pending' GROUP BY held_by"
+    wait_until(lambda: sql(held) == [("paused:function:tests.slow", 10)], timeout=30, message="the paused runs held")
     assert statuses("tests.slow") == {"succeeded": 1, "pending": 10}
-    assert sql("SELECT DISTINCT held_by FROM durable_run WHERE status = 'pending'") == [("paused:function:tests.slow",)]
     assert effects.count("slow-finished") == 1
     api.unpause(function="tests.slow")
     wait_until(lambda: statuses("tests.slow") == {"succeeded": 11}, timeout=60, message="the paused runs after")

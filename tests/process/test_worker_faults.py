@@ -79,8 +79,7 @@ def test_a_run_that_keeps_killing_its_worker_is_failed_after_max_recoveries(work
 
 def test_sigterm_stops_an_idle_worker_promptly(workers):
     worker = workers.start("--concurrency", "2", DURABLE_TEST_POLL_SECONDS="60")
-    wait_until(lambda: "starting" in workers.output(worker), message="the worker to start")
-    time.sleep(0.5)
+    workers.wait_idle(worker)
     started = time.monotonic()
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=20) == 0
@@ -113,7 +112,7 @@ def test_a_second_signal_stops_at_once(workers):
     worker = workers.start("--concurrency", "1", "--grace", "60")
     wait_until(lambda: effects.exists("slow-started-twice"), message="the attempt to start")
     worker.send_signal(signal.SIGINT)
-    time.sleep(0.5)
+    wait_until(lambda: "stopping: finishing 1 attempt" in workers.output(worker), message="the first signal")
     assert worker.poll() is None  # still draining within its 60s grace
     worker.send_signal(signal.SIGINT)
     assert worker.wait(timeout=10) == 128 + signal.SIGINT
@@ -164,8 +163,7 @@ def test_an_async_function_completes_in_a_worker(workers):
 
 def test_a_notify_wakes_an_idle_worker_long_before_the_poll_interval(workers):
     worker = workers.start("--concurrency", "1", DURABLE_TEST_POLL_SECONDS="60")
-    wait_until(lambda: "starting" in workers.output(worker), message="the worker to start")
-    time.sleep(1.0)  # idle, listening
+    workers.wait_idle(worker)
     started = time.monotonic()
     run = api.enqueue("tests.noop", {})
     wait_until(lambda: status(run.run_id) == "succeeded", timeout=30, message="the run")

@@ -7,7 +7,6 @@ requested, and no run may be cancelled, landed or counted twice.
 """
 
 import threading
-import time
 from collections import Counter
 
 import psycopg
@@ -20,7 +19,7 @@ from durable_django.engine import bulk_batch
 from durable_django.store.sessions import listening
 from durable_django.testing import claim, run_until_idle
 from durable_django.types import Run
-from tests.helpers import sql, subprocess_database_url, wait_until
+from tests.helpers import other_sessions, sql, subprocess_database_url, wait_until
 from tests.store.factories import complete
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,10 +31,14 @@ LONE = 600
 JOIN_SECONDS = 300
 
 
-def deadlocks():
-    """Deadlocks PostgreSQL broke in this database (every session's, once it reported its statistics)."""
-    connections.close_all()  # the threads' sessions report theirs as they close; wait for them to arrive
-    time.sleep(1.5)
+def deadlocks(kept: set[int]):
+    """Deadlocks PostgreSQL broke in this database, once every session but ``kept`` has ended.
+
+    A session reports its statistics as it exits, before it leaves ``pg_stat_activity``: once the threads'
+    sessions are gone from it, what they counted is in ``pg_stat_database``.
+    """
+    connections.close_all()
+    wait_until(lambda: other_sessions() <= kept, message="the closed sessions to exit")
     sql("SELECT pg_stat_clear_snapshot()")
     [(count,)] = sql("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
     return count
@@ -88,7 +91,8 @@ def test_two_bulk_cancels_and_a_worker_on_the_same_runs_end_with_each_run_ended_
         heard.append(run.run_id)
 
     signals.run_finished.connect(on_finished, sender=Run)
-    deadlocks_before = deadlocks()
+    kept = other_sessions()  # the process's own LISTEN session, say, which outlives the race
+    deadlocks_before = deadlocks(kept)
     results: list = [None, None]
     held: list[str] = []
     landed: list[str] = []
@@ -113,7 +117,7 @@ def test_two_bulk_cancels_and_a_worker_on_the_same_runs_end_with_each_run_ended_
     finally:
         signals.run_finished.disconnect(on_finished, sender=Run)
     assert None not in results, "a bulk cancel raised"
-    assert deadlocks() == deadlocks_before, "PostgreSQL broke a deadlock (a transaction was run again)"
+    assert deadlocks(kept) == deadlocks_before, "PostgreSQL broke a deadlock (a transaction was run again)"
     assert landed and held, "the worker raced nothing"
     statuses = dict(sql("SELECT run_id, status FROM durable_run WHERE run_id = ANY(%s)", [list(everything)]))
     requested = {

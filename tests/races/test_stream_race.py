@@ -78,12 +78,18 @@ def test_an_item_committed_between_a_readers_read_and_its_wait_wakes_it(monkeypa
     wakeups.hub.unsubscribe(run.run_id, warm)
 
     def write_in_the_gap():
-        # Another thread commits the item after the reader's read, before it waits, and the NOTIFY has time
-        # to reach the process's LISTEN session before the reader goes on.
-        writer = threading.Thread(target=lambda: (ctx.write_stream("gap", "in the gap"), connections.close_all()))
-        writer.start()
-        writer.join()
-        time.sleep(0.3)
+        # Another thread commits the item after the reader's read, before it waits, and the reader goes on only
+        # once the NOTIFY has reached the process's LISTEN session: the hub wakes every waiter of the run, a
+        # probe of this thread's among them.
+        probe = wakeups.ThreadWaiter()
+        wakeups.hub.subscribe(run.run_id, probe)
+        try:
+            writer = threading.Thread(target=lambda: (ctx.write_stream("gap", "in the gap"), connections.close_all()))
+            writer.start()
+            writer.join()
+            assert probe.event.wait(30), "the write's NOTIFY never reached the process's LISTEN session"
+        finally:
+            wakeups.hub.unsubscribe(run.run_id, probe)
 
     async def read_async():
         items = []
