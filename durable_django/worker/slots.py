@@ -102,7 +102,9 @@ class SlotPool:
                     self._ready.append(attempt)
                 else:
                     self._prefetched.append((attempt, now))
-            self._lock.notify_all()
+            # One waiting slot per attempt: waking every slot for each claim cost the GIL as much as the
+            # claim's own Python (a woken slot that finds nothing left goes back to wait).
+            self._lock.notify(len(attempts))
 
     def take(self, slot: int) -> Attempt | None:
         """Block until there is an attempt for this slot (started first); None once the pool is closed."""
