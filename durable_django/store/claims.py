@@ -19,9 +19,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..types import Run
-from . import flow, landing
+from . import flow, landing, positional
 from .db import RUN_COLUMN_COUNT, WAKE_CHANNEL, cursor, in_transaction, qualified_run_columns, row_to_run
 from .leases import LIVE_RENEWAL
+from .positional import PositionalStatement
 
 # Whether a limit applies to the run: its function has a concurrency or rate key, or its queue is limited.
 # A running run whose lease its holder renewed beside the row while a client transaction had it locked.
@@ -228,8 +229,9 @@ class ClaimBounds:
     within_queue_sql: str | None = None
 
     @property
-    def claim_sql(self) -> str:
-        return _claim_sql(self.sql, self.within_queue_sql)
+    def claim_statement(self) -> PositionalStatement:
+        """The claim statement, converted once (it is over psycopg's cache of converted statements)."""
+        return _claim_statement(self.sql, self.within_queue_sql)
 
     @property
     def next_due_sql(self) -> str:
@@ -242,12 +244,12 @@ def _with_bounds(template: str, bounds_sql: str) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def _claim_sql(bounds_sql: str, within_queue_sql: str | None) -> str:
+def _claim_statement(bounds_sql: str, within_queue_sql: str | None) -> PositionalStatement:
     if within_queue_sql is None:
         due_pending = _DUE_PENDING.replace("{bounds}", bounds_sql)
     else:
         due_pending = _DUE_PENDING_BY_QUEUE.replace("{bounds}", within_queue_sql)
-    return _with_bounds(CLAIM_TEMPLATE.replace("{due_pending}", due_pending), bounds_sql)
+    return PositionalStatement.of(_with_bounds(CLAIM_TEMPLATE.replace("{due_pending}", due_pending), bounds_sql))
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,19 +313,18 @@ def claim(*, limit: int, start_now: int, lease_seconds: float, worker_id: str, b
     Returns:
         The runs claimed, in claim order, started ones first.
     """
-    with cursor() as cur:
-        cur.execute(
-            bounds.claim_sql,
-            {
-                **bounds.params,
-                **flow.admission_params(),
-                "limit": limit,
-                "start_now": start_now,
-                "lease": lease_seconds,
-                "worker_id": worker_id,
-            },
-        )
-        claimed = [Claimed(row_to_run(row), *row[RUN_COLUMN_COUNT:]) for row in cur.fetchall()]
+    rows = positional.fetch_all(
+        bounds.claim_statement,
+        {
+            **bounds.params,
+            **flow.admission_params(),
+            "limit": limit,
+            "start_now": start_now,
+            "lease": lease_seconds,
+            "worker_id": worker_id,
+        },
+    )
+    claimed = [Claimed(row_to_run(row), *row[RUN_COLUMN_COUNT:]) for row in rows]
     # UPDATE ... RETURNING does not keep the candidates' order: restore the claim order.
     claimed.sort(key=lambda item: (not item.started, -item.run.priority, item.run.created_at))
     return claimed

@@ -60,16 +60,23 @@ class _StoreCursor(psycopg.Cursor[Any]):
 _LOADING: weakref.WeakKeyDictionary[psycopg.Connection[Any], AdaptersMap] = weakref.WeakKeyDictionary()
 
 
-def _store_cursor(raw: psycopg.Connection[Any], conn: BaseDatabaseWrapper) -> psycopg.Cursor[Any]:
-    """A cursor on ``raw`` that loads ``timestamptz`` in C when that gives what Django's loader gives."""
+def store_adapters(raw: psycopg.Connection[Any], conn: BaseDatabaseWrapper) -> AdaptersMap | None:
+    """``raw``'s adapters with psycopg's ``timestamptz`` loader, in C, where that gives what Django's loader
+    gives (the session's time zone is the alias's); None where it does not."""
     if conn.timezone is None or raw.info.timezone != conn.timezone:
-        return psycopg.Cursor(raw)
+        return None
     loading = _LOADING.get(raw)
     if loading is None:
         loading = AdaptersMap(raw.adapters)
         loading.register_loader(_TIMESTAMPTZ, TimestamptzLoader)
         _LOADING[raw] = loading
-    return _StoreCursor(raw, loading)
+    return loading
+
+
+def _store_cursor(raw: psycopg.Connection[Any], conn: BaseDatabaseWrapper) -> psycopg.Cursor[Any]:
+    """A cursor on ``raw`` that loads ``timestamptz`` in C when that gives what Django's loader gives."""
+    loading = store_adapters(raw, conn)
+    return psycopg.Cursor(raw) if loading is None else _StoreCursor(raw, loading)
 
 
 def connection(alias: str | None = None) -> BaseDatabaseWrapper:
@@ -107,13 +114,13 @@ def cursor_on(conn: BaseDatabaseWrapper | None) -> CursorWrapper:
     if conn.queries_logged:
         # DEBUG or a test capturing queries: Django's own cursor records the SQL as sent.
         return conn.cursor()
-    raw = _connected(conn)
+    raw = connected(conn)
     conn.validate_thread_sharing()
     # make_cursor() wraps the DB-API cursor it is given; django-stubs types its argument as a CursorWrapper.
     return conn.make_cursor(_store_cursor(raw, conn))  # type: ignore[arg-type]
 
 
-def _connected(conn: BaseDatabaseWrapper) -> psycopg.Connection[Any]:
+def connected(conn: BaseDatabaseWrapper) -> psycopg.Connection[Any]:
     """The psycopg connection under ``conn``, opened if need be, preparing the store's statements where safe."""
     conn.ensure_connection()
     raw: psycopg.Connection[Any] = conn.connection

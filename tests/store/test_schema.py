@@ -144,7 +144,7 @@ def claim_query(**worker_options):
     sql("ANALYZE durable_run")
     bounds = WorkerOptions(**worker_options).claim_bounds()
     params = {**bounds.params, **flow.admission_params(), "limit": 10, "start_now": 10, "lease": 30, "worker_id": "x"}
-    return bounds.claim_sql, params
+    return bounds.claim_statement.named, params
 
 
 def explain_claim(*, analyze: bool) -> str:
