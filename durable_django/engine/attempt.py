@@ -16,15 +16,12 @@ database's time at the claim). A context call past the deadline raises
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import functools
 import logging
-import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -36,6 +33,7 @@ from ..store import pool
 from ..store.db import is_disconnect, reset_connection
 from ..types import ClaimedRun
 from . import telemetry
+from .interruption import HandlerThread
 from .replay import ReplayWatch
 
 if TYPE_CHECKING:
@@ -84,11 +82,8 @@ class Attempt:
         self._pivot_depth = 0
         self._finished = False
         self._lock = threading.Lock()
-        self._thread_id: int | None = None
-        self._in_user_code = False
-        self._interrupted = False
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._task: asyncio.Task[Any] | None = None
+        # Where the handler runs, for a stop to interrupt it; guarded by the same lock.
+        self._thread = HandlerThread(self._lock)
         # Time limits, on the monotonic clock: the run's deadline, and the function's timeout once begun.
         claimed_at = time.monotonic()
         self.deadline_at = (
@@ -210,18 +205,17 @@ class Attempt:
 
     def where(self) -> str:
         """The handler thread's stack as it is now (where a stuck handler is stuck), or ""."""
-        frame = sys._current_frames().get(self._thread_id) if self._thread_id is not None else None
-        return "".join(traceback.format_stack(frame)) if frame is not None else ""
+        return self._thread.where()
 
     # -- user code boundaries -------------------------------------------------
 
     def user_code(self) -> AbstractContextManager[None]:
         """Mark a stretch of user code that a stop may interrupt."""
-        return _Boundary(self, user=True)
+        return self._thread.user_code()
 
     def engine_code(self) -> AbstractContextManager[None]:
         """Mark engine code inside a handler (context methods) that must not be interrupted."""
-        return _Boundary(self, user=False)
+        return self._thread.engine_code()
 
     @contextmanager
     def pivot(self) -> Iterator[None]:
@@ -240,18 +234,7 @@ class Attempt:
 
     def bind_async(self, loop: asyncio.AbstractEventLoop | None, task: asyncio.Task[Any] | None) -> None:
         """Route stops to an async handler's task (None, None once its event loop is gone)."""
-        with self._lock:
-            self._loop, self._task = loop, task
-
-    def _leave(self, previous: bool) -> None:
-        with self._lock:
-            self._in_user_code = previous
-            self._clear_interrupt()
-
-    def _clear_interrupt(self) -> None:
-        if self._interrupted and self._thread_id is not None:
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), None)
-        self._interrupted = False
+        self._thread.bind_async(loop, task)
 
     # -- stops, from the heartbeat thread ------------------------------------
 
@@ -259,7 +242,7 @@ class Attempt:
         """The handler returned: its completion wins over any cancel requested from now on."""
         with self._lock:
             self._finished = True
-            self._clear_interrupt()
+            self._thread.clear()
 
     def begin_cancel(self) -> bool:
         """Flag a requested cancel; False while a pivot step runs or after one (the cancel waits or is
@@ -278,45 +261,4 @@ class Attempt:
                 return  # the handler returned; only its landing is left
             if not lost and (self._pivot_depth or self.pivoted):
                 return  # a requested cancel waits while a pivot step runs
-            if self._task is not None and self._loop is not None:
-                self._cancel_task(self._loop, self._task)
-            elif self._in_user_code and not self._interrupted and self._thread_id is not None:
-                exc = LeaseLost if lost else Cancelled
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), ctypes.py_object(exc))
-                self._interrupted = True
-
-    def _cancel_task(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:
-        # The loop may have closed since (the handler ended between the caller's look and this call).
-        with suppress(RuntimeError):
-            loop.call_soon_threadsafe(task.cancel)
-
-
-class _Boundary:
-    """Where user code begins or ends inside an attempt (``Attempt.user_code`` and ``engine_code``).
-
-    A class rather than a generator: every step crosses three of them.
-    """
-
-    __slots__ = ("_attempt", "_previous", "_user")
-
-    def __init__(self, attempt: Attempt, *, user: bool) -> None:
-        self._attempt = attempt
-        self._user = user
-        self._previous = False
-
-    def __enter__(self) -> None:
-        attempt = self._attempt
-        with attempt._lock:
-            if self._user:
-                attempt._thread_id = threading.get_ident()
-            self._previous, attempt._in_user_code = attempt._in_user_code, self._user
-            if not self._user:
-                attempt._clear_interrupt()
-
-    def __exit__(self, *exc: object) -> None:
-        attempt = self._attempt
-        if self._user:
-            attempt._leave(self._previous)
-            return
-        with attempt._lock:
-            attempt._in_user_code = self._previous
+            self._thread.interrupt(LeaseLost if lost else Cancelled)
