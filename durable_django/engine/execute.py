@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import enum
 import inspect
 import logging
 import traceback
@@ -35,6 +34,7 @@ from ..store.db import connection, is_disconnect
 from . import telemetry, tracing
 from .async_context import AsyncContext
 from .attempt import Attempt
+from .attempt_state import AttemptState, Outcome
 from .context import Context
 from .log_words import claim_words, error_words, failure_words
 
@@ -42,29 +42,14 @@ logger = logging.getLogger("durable_django.worker")
 
 # Runs an async handler's coroutine function to its end on an event loop of its own, from a thread with none.
 LoopRunner = Callable[[Callable[[], Coroutine[Any, Any, Any]]], Any]
+# Lands a returned handler's output (JSON): at once, returning the outcome to end the attempt with, or by
+# handing the attempt to a batcher that lands it with others and ends it (None: it has not ended yet).
+LandSuccess = Callable[[Attempt, str], Outcome | None]
 
 
 def run_on_new_loop(main: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
     """The worker's way: a fresh loop in the slot's thread, closed when the handler ends."""
     return asyncio.run(main())
-
-
-class Outcome(enum.StrEnum):
-    """How an attempt ended, as the worker counts and logs it."""
-
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    RETRYING = "retrying"
-    CANCELLED = "cancelled"
-    SUSPENDED = "suspended"
-    # Another worker took the run over; this attempt wrote nothing more.
-    LOST = "lost"
-    # The attempt ran past its function's timeout; it was failed (and is retried per the policy).
-    TIMED_OUT = "timed_out"
-    # Handed to the worker, which lands successes in batches.
-    LANDING = "landing"
-    # The worker could not land what the attempt did; its lease expires and it is recovered.
-    ERROR = "error"
 
 
 def exception_path(exc: BaseException) -> str:
@@ -127,16 +112,20 @@ def output_refused(attempt: Attempt, refusal: Exception) -> OutputNotStored:
 def execute(
     attempt: Attempt,
     *,
-    land_success: Callable[[Attempt, str], Outcome] = complete_now,
+    land_success: LandSuccess = complete_now,
     run_loop: LoopRunner = run_on_new_loop,
-) -> Outcome:
-    """Run the handler once and land what it did; the attempt is reported once its outcome is known.
+) -> Outcome | None:
+    """Run the handler once, land what it did, and end the attempt with its outcome.
 
     Args:
         attempt: the claimed run and its fence token.
-        land_success: called with (attempt, output JSON) when the handler returned; one that returns
-            ``Outcome.LANDING`` reports the attempt itself once it has landed it.
+        land_success: called with (attempt, output JSON) when the handler returned.
         run_loop: how an ``async def`` handler's event loop is run.
+
+    Returns:
+        The outcome it landed; None when ``land_success`` handed the attempt over, to be ended once landed.
+        An attempt a time limit stopped is not ended here: the claim loop lands and ends it
+        (``time_limits.land_overstay``), and what its thread landed is returned, ended by nobody.
     """
     telemetry.attempt_started(attempt)
     try:
@@ -146,12 +135,10 @@ def execute(
             except LeaseLost:  # raised by a landing that waited out a cut connection while the lease went
                 outcome = _lost(attempt)
     except BaseException:
-        if not attempt.overstayed:
-            telemetry.attempt_ended(attempt, Outcome.ERROR)
+        attempt.end(Outcome.ERROR)
         raise
-    # An attempt a time limit ended is the worker's to land and report (time_limits.land_overstay).
-    if outcome != Outcome.LANDING and not attempt.overstayed:
-        telemetry.attempt_ended(attempt, outcome)
+    if outcome is not None:
+        attempt.end(outcome)
     return outcome
 
 
@@ -167,7 +154,7 @@ def _reclaimed_past_timeout(attempt: Attempt) -> AttemptTimedOut:
 
 def _lost(attempt: Attempt) -> Outcome:
     """The outcome of an attempt that learnt its lease was gone, in its handler or while landing."""
-    if attempt.landed_cancelled:
+    if attempt.state is AttemptState.CANCELLED:
         return Outcome.CANCELLED  # the heartbeat landed it cancelled (and logged it)
     logger.warning(
         gettext("run %(run_id)s lost its lease; its claim %(claim)d stopped without writing"),
@@ -177,7 +164,7 @@ def _lost(attempt: Attempt) -> Outcome:
     return Outcome.LOST
 
 
-def _execute(attempt: Attempt, land_success: Callable[[Attempt, str], Outcome], run_loop: LoopRunner) -> Outcome:
+def _execute(attempt: Attempt, land_success: LandSuccess, run_loop: LoopRunner) -> Outcome | None:
     run = attempt.run
     if attempt.cancel_requested:
         # Cancel requested while nobody held it (its worker died): land it without calling the body.
@@ -230,7 +217,7 @@ def _execute(attempt: Attempt, land_success: Callable[[Attempt, str], Outcome], 
         return Outcome.LOST if attempt.lost else fail_deadline(attempt)
     except BaseException as exc:  # noqa: BLE001 - every failure of user code is data
         if isinstance(exc, asyncio.CancelledError) and (attempt.lost or attempt.cancel_requested):
-            if attempt.landed_cancelled:
+            if attempt.state is AttemptState.CANCELLED:
                 return Outcome.CANCELLED
             return Outcome.LOST if attempt.lost else _cancel(attempt)
         return fail_attempt(attempt, exc)
