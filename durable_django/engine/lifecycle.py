@@ -41,7 +41,7 @@ from ..types import ClaimedRun
 from . import batching, telemetry
 from .attempt import Attempt
 from .attempt_state import AttemptState, Outcome
-from .execute import fail_attempt, finished, output_refused, report_success
+from .outcomes import fail_attempt, finished, output_refused, report_success
 
 logger = logging.getLogger("durable_django.worker")
 

@@ -22,7 +22,7 @@ from ..store import deadlines, pool
 from . import telemetry
 from .attempt import Attempt
 from .attempt_state import Outcome
-from .execute import deadline_error, exception_path, fail_attempt, fail_deadline, format_error
+from .outcomes import deadline_error, exception_path, fail_attempt, fail_deadline, format_error
 
 logger = logging.getLogger("durable_django.worker")
 
