@@ -1,10 +1,13 @@
-"""One attempt of a claimed run: its fence token, journal, stop flags and time limits.
+"""One attempt of a claimed run: its fence token, journal, state and time limits.
 
-The heartbeat thread and the attempt's own thread share this object. A cancel
-or a lost lease sets a flag that the next context call raises; while user code
-runs, the attempt's thread is also interrupted (an asynchronous exception for
-a sync handler, ``task.cancel()`` for an async one), except inside a pivot
-step's ``fn``, where a requested cancel waits.
+The attempt's own thread, the heartbeat, the claim loop's time limits and the
+landing batcher share this object. Its life is one ``AttemptState``
+(``engine/attempt_state.py``), moved under its lock along the allowed
+transitions only, and it ends at one point, ``end``, which reports its outcome
+once. A cancel or a lost lease moves it to a state that the next context call
+raises; while user code runs, the attempt's thread is also interrupted (an
+asynchronous exception for a sync handler, ``task.cancel()`` for an async
+one), except inside a pivot step's ``fn``, where a requested cancel waits.
 
 Two instants bound an attempt, both on this process's monotonic clock: its
 function's timeout counted from when the handler began, and its run's
@@ -16,15 +19,12 @@ database's time at the claim). A context call past the deadline raises
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import functools
 import logging
-import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
@@ -36,6 +36,8 @@ from ..store import pool
 from ..store.db import is_disconnect, reset_connection
 from ..types import ClaimedRun
 from . import telemetry
+from .attempt_state import ALLOWED_TRANSITIONS, INTERRUPTED_IN, WRITES_NOTHING, AttemptState, Outcome
+from .interruption import HandlerThread
 from .replay import ReplayWatch
 
 if TYPE_CHECKING:
@@ -63,8 +65,6 @@ class Attempt:
         # Which of the claimed journal's entries this attempt has asked for (divergence, ctx.patched).
         self.replay = ReplayWatch(claimed.journal, claimed.run.version)
         self.recovered = claimed.recovered
-        # The database knows this attempt started (its claim started it, or a slot did since).
-        self.started = started
         # The database clock at claim time: sleeps compare deadlines against it.
         self.database_now = database_now
         # When the run became claimable, by the database clock (its queue lag ends at database_now).
@@ -75,20 +75,21 @@ class Attempt:
         self.span: Span | None = None
         self.began = 0.0
         self.error: BaseException | None = None
-        # The heartbeat landed the run cancelled, which stopped this attempt.
-        self.landed_cancelled = False
-        # A pivot step is journalled: from here on a cancel is refused, never obeyed.
+        # A pivot step is journalled (a fact of its run, not of its life): from here on a cancel is refused.
         self.pivoted = claimed.run.pivoted_at is not None
-        self.cancel_requested = claimed.run.cancel_requested_at is not None and not self.pivoted
-        self.lost = False
-        self._pivot_depth = 0
-        self._finished = False
+        # Every change of the state, and of what decides whether a stop interrupts, takes this lock;
+        # a read of the state alone does not need it.
         self._lock = threading.Lock()
-        self._thread_id: int | None = None
-        self._in_user_code = False
-        self._interrupted = False
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._task: asyncio.Task[Any] | None = None
+        self._state: AttemptState
+        if not started:
+            self._state = AttemptState.CLAIMED  # a run claimed ahead learns of a cancel when it starts
+        elif claimed.run.cancel_requested_at is not None and not self.pivoted:
+            self._state = AttemptState.CANCELLING
+        else:
+            self._state = AttemptState.RUNNING
+        self._pivot_depth = 0
+        # Where the handler runs, for a stop to interrupt it; guarded by the same lock.
+        self._thread = HandlerThread(self._lock)
         # Time limits, on the monotonic clock: the run's deadline, and the function's timeout once begun.
         claimed_at = time.monotonic()
         self.deadline_at = (
@@ -98,10 +99,6 @@ class Attempt:
         self.timeout: float | None = None
         # When the handler was called (monotonic): the timeout counts from here.
         self.handler_began: float | None = None
-        # The attempt overstayed a limit and was ended by the worker: its thread writes nothing more.
-        self.overstayed = False
-        # Its outcome was reported (telemetry): by its own thread, or by the worker that ended an overstay.
-        self._reported = False
 
     @property
     def held(self) -> tuple[str, int]:
@@ -153,11 +150,98 @@ class Attempt:
             if self.lost:
                 raise LeaseLost()
 
+    # -- its state ---------------------------------------------------------------
+
+    @property
+    def state(self) -> AttemptState:
+        return self._state
+
+    @property
+    def started(self) -> bool:
+        """The database knows this attempt started (its claim started it, or a slot did since)."""
+        return self._state not in (AttemptState.CLAIMED, AttemptState.DROPPED)
+
+    @property
+    def lost(self) -> bool:
+        """It writes nothing more: the run is no longer its (taken over, its lease given up, landed cancelled
+        by the heartbeat, ended at a time limit), or it ended."""
+        return self._state in WRITES_NOTHING
+
+    @property
+    def cancel_requested(self) -> bool:
+        """A cancel was requested and no pivot step refused it: the attempt ends cancelled."""
+        return self._state in (AttemptState.CANCELLING, AttemptState.CANCELLED)
+
+    @property
+    def overstayed(self) -> bool:
+        """A time limit stopped it: the claim loop lands and reports it, its own thread neither."""
+        return self._state in (AttemptState.OVERSTAYED, AttemptState.ENDED_AT_LIMIT)
+
+    def _become(self, to: AttemptState) -> bool:
+        """Move to ``to`` if ``ALLOWED_TRANSITIONS`` allows it from the state now, and a cancel only while no
+        pivot step is journalled; returns whether it moved. Every change of state comes through here, and
+        its caller holds the lock."""
+        if to not in ALLOWED_TRANSITIONS[self._state] or (to is AttemptState.CANCELLING and self.pivoted):
+            return False
+        self._state = to
+        return True
+
+    def mark_started(self, *, cancel_requested: bool) -> bool:
+        """A slot started this claimed attempt in the database (``cancel_requested``: a cancel waits for it).
+
+        Returns:
+            False if it was dropped meanwhile: no slot may run it.
+        """
+        with self._lock:
+            return (cancel_requested and self._become(AttemptState.CANCELLING)) or self._become(AttemptState.RUNNING)
+
+    def request_cancel(self) -> None:
+        """A write's answer says a cancel was requested: the next context call outside a pivot step raises
+        Cancelled. Refused once a pivot step is journalled, and once the handler returned."""
+        with self._lock:
+            self._become(AttemptState.CANCELLING)
+
+    def mark_pivoted(self) -> None:
+        """A pivot step is journalled: the run must carry on, so a cancel requested before it is refused."""
+        with self._lock:
+            self.pivoted = True
+            if self._state is AttemptState.CANCELLING:
+                self._become(AttemptState.RUNNING)
+
+    def finish(self) -> None:
+        """The handler returned: its completion wins over any cancel requested from now on."""
+        with self._lock:
+            self._become(AttemptState.RETURNED)
+            self._thread.clear()
+
+    def hand_over(self) -> None:
+        """Its success goes to the worker's landing batcher, which ends it. A lease lost meanwhile leaves it
+        lost: the landing's fence decides, as it would have for a landing of its own."""
+        with self._lock:
+            self._become(AttemptState.LANDING)
+
+    def end(self, outcome: Outcome, *, at_limit: bool = False) -> bool:
+        """The one point where an attempt ends: its outcome is reported (span, observers, signals), once.
+
+        Its record in ``durable_attempt`` was written by the statement that landed it (the trigger
+        ``durable_attempt_ended``), under the same fence. The claim loop ends an attempt a time limit
+        stopped (``at_limit``); its own thread's end of it is refused then, as is every end after the first.
+
+        Returns:
+            Whether this call ended it.
+        """
+        with self._lock:
+            if not self._become(AttemptState.ENDED_AT_LIMIT if at_limit else AttemptState.ENDED):
+                return False
+        telemetry.attempt_ended(self, outcome)
+        return True
+
     def check(self) -> None:
         """Raise the stop this attempt owes, if any (called by every context method)."""
-        if self.lost:
+        state = self._state
+        if state in WRITES_NOTHING:
             raise LeaseLost()
-        if self.cancel_requested and not self.pivoted and self._pivot_depth == 0:
+        if state is AttemptState.CANCELLING and self._pivot_depth == 0:
             raise Cancelled()
         if self.past_deadline():
             raise DeadlineReached()
@@ -190,38 +274,32 @@ class Attempt:
         return min(limits) if limits else None
 
     def overstay(self) -> bool:
-        """A time limit passed: flag the attempt lost and stop its handler (an async one is cancelled).
+        """A time limit passed: the attempt is the claim loop's to land and end; its handler is stopped (an
+        async one is cancelled).
 
         Returns:
-            False when the handler had already returned: its landing wins, as a completion wins over a cancel.
+            False when the handler had already returned (its landing wins, as a completion wins over a
+            cancel), or the attempt ended: it is not the claim loop's.
         """
         with self._lock:
-            if self._finished:
+            if not self._become(AttemptState.OVERSTAYED):
                 return False
-            self.overstayed = True
-        self.stop(lost=True)
-        return True
-
-    def first_report(self) -> bool:
-        """True once only: whoever ends the attempt first reports its outcome (a stuck thread may never)."""
-        with self._lock:
-            first, self._reported = not self._reported, True
-            return first
+            self._interrupt()
+            return True
 
     def where(self) -> str:
         """The handler thread's stack as it is now (where a stuck handler is stuck), or ""."""
-        frame = sys._current_frames().get(self._thread_id) if self._thread_id is not None else None
-        return "".join(traceback.format_stack(frame)) if frame is not None else ""
+        return self._thread.where()
 
     # -- user code boundaries -------------------------------------------------
 
     def user_code(self) -> AbstractContextManager[None]:
         """Mark a stretch of user code that a stop may interrupt."""
-        return _Boundary(self, user=True)
+        return self._thread.user_code()
 
     def engine_code(self) -> AbstractContextManager[None]:
         """Mark engine code inside a handler (context methods) that must not be interrupted."""
-        return _Boundary(self, user=False)
+        return self._thread.engine_code()
 
     @contextmanager
     def pivot(self) -> Iterator[None]:
@@ -229,7 +307,7 @@ class Attempt:
         with self._lock:
             if self.lost:
                 raise LeaseLost()
-            if self.cancel_requested and not self.pivoted:
+            if self._state is AttemptState.CANCELLING:
                 raise Cancelled()
             self._pivot_depth += 1
         try:
@@ -240,83 +318,50 @@ class Attempt:
 
     def bind_async(self, loop: asyncio.AbstractEventLoop | None, task: asyncio.Task[Any] | None) -> None:
         """Route stops to an async handler's task (None, None once its event loop is gone)."""
-        with self._lock:
-            self._loop, self._task = loop, task
-
-    def _leave(self, previous: bool) -> None:
-        with self._lock:
-            self._in_user_code = previous
-            self._clear_interrupt()
-
-    def _clear_interrupt(self) -> None:
-        if self._interrupted and self._thread_id is not None:
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), None)
-        self._interrupted = False
+        self._thread.bind_async(loop, task)
 
     # -- stops, from the heartbeat thread ------------------------------------
 
-    def finish(self) -> None:
-        """The handler returned: its completion wins over any cancel requested from now on."""
-        with self._lock:
-            self._finished = True
-            self._clear_interrupt()
-
     def begin_cancel(self) -> bool:
-        """Flag a requested cancel; False while a pivot step runs or after one (the cancel waits or is
-        refused), and once the handler returned (its completion wins)."""
+        """The heartbeat is told of a requested cancel: True if it is to land the run cancelled now.
+
+        False while a pivot step runs or after one (the cancel waits or is refused), and once the handler
+        returned (its completion wins) or the attempt ended. A run claimed ahead moves nothing here: its
+        start reads the cancel again.
+        """
         with self._lock:
-            if self._pivot_depth or self.pivoted or self._finished:
+            if self._pivot_depth or self.pivoted or self._state not in _CANCELLABLE:
                 return False
-            self.cancel_requested = True
+            self._become(AttemptState.CANCELLING)  # from running; the other states stay as they are
             return True
 
     def stop(self, *, lost: bool = False, cancelled: bool = False) -> None:
+        """Stop the attempt: its lease is gone (``lost``), its run was landed cancelled (both), or a cancel was
+        requested (``cancelled``). Its user code is interrupted, but by a requested cancel while a pivot step
+        runs; a claimed attempt not started is dropped instead."""
         with self._lock:
-            self.lost = self.lost or lost
-            self.cancel_requested = self.cancel_requested or cancelled
-            if self._finished:
-                return  # the handler returned; only its landing is left
-            if not lost and (self._pivot_depth or self.pivoted):
-                return  # a requested cancel waits while a pivot step runs
-            if self._task is not None and self._loop is not None:
-                self._cancel_task(self._loop, self._task)
-            elif self._in_user_code and not self._interrupted and self._thread_id is not None:
-                exc = LeaseLost if lost else Cancelled
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._thread_id), ctypes.py_object(exc))
-                self._interrupted = True
+            if self._state is AttemptState.CLAIMED:
+                if lost:
+                    self._become(AttemptState.DROPPED)
+                return
+            if lost:
+                self._become(AttemptState.CANCELLED if cancelled else AttemptState.LOST)
+            elif cancelled:
+                self._become(AttemptState.CANCELLING)
+            self._interrupt()
 
-    def _cancel_task(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:
-        # The loop may have closed since (the handler ended between the caller's look and this call).
-        with suppress(RuntimeError):
-            loop.call_soon_threadsafe(task.cancel)
+    def _interrupt(self) -> None:
+        """Interrupt the handler's user code if its state says it must stop (the caller holds the lock)."""
+        if self._state in INTERRUPTED_IN:
+            exc: type[BaseException] = LeaseLost
+        elif self._state is AttemptState.CANCELLING and not self._pivot_depth:
+            exc = Cancelled
+        else:
+            return  # running on, returned (only its landing is left), or ended
+        self._thread.interrupt(exc)
 
 
-class _Boundary:
-    """Where user code begins or ends inside an attempt (``Attempt.user_code`` and ``engine_code``).
-
-    A class rather than a generator: every step crosses three of them.
-    """
-
-    __slots__ = ("_attempt", "_previous", "_user")
-
-    def __init__(self, attempt: Attempt, *, user: bool) -> None:
-        self._attempt = attempt
-        self._user = user
-        self._previous = False
-
-    def __enter__(self) -> None:
-        attempt = self._attempt
-        with attempt._lock:
-            if self._user:
-                attempt._thread_id = threading.get_ident()
-            self._previous, attempt._in_user_code = attempt._in_user_code, self._user
-            if not self._user:
-                attempt._clear_interrupt()
-
-    def __exit__(self, *exc: object) -> None:
-        attempt = self._attempt
-        if self._user:
-            attempt._leave(self._previous)
-            return
-        with attempt._lock:
-            attempt._in_user_code = self._previous
+# Where a cancel the heartbeat is told of may be landed: not once the handler returned or the attempt ended.
+_CANCELLABLE = frozenset(
+    {AttemptState.CLAIMED, AttemptState.RUNNING, AttemptState.CANCELLING, AttemptState.LOST, AttemptState.OVERSTAYED}
+)

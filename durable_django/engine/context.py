@@ -106,7 +106,7 @@ class Context(RunFacts, publishing.PublishingCalls, ChildCalls):
                     pivot=True,
                     duration=duration,
                 )
-                attempt.pivoted = True
+                attempt.mark_pivoted()
             else:  # journalled together with the steps other slots record at the same time
                 recorded = attempt.persist_together(
                     batching.record_step, self._run.run_id, attempt.token, sid, encoded, duration
@@ -120,7 +120,7 @@ class Context(RunFacts, publishing.PublishingCalls, ChildCalls):
                 run_id=self._run.run_id,
             ) from exc
         if recorded.cancel_requested:
-            attempt.cancel_requested = True
+            attempt.request_cancel()
         attempt.journal[sid] = recorded.value
         return recorded.value
 
@@ -216,13 +216,13 @@ class Context(RunFacts, publishing.PublishingCalls, ChildCalls):
                     raise
                 raise InvalidInput(f"the database refused the progress of run {self._run.run_id}: {exc}") from exc
             if cancel:
-                self._attempt.cancel_requested = True
+                self._attempt.request_cancel()
 
     # -- suspensions -------------------------------------------------------
 
     def _resolve(self, sid: str, outcome: wait_store.WaitOutcome) -> Any:
         if outcome.cancel_requested:
-            self._attempt.cancel_requested = True
+            self._attempt.request_cancel()
             raise Cancelled()
         if outcome.suspended:
             self.suspended = True

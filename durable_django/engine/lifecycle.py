@@ -40,7 +40,8 @@ from ..store.workers import WorkerIdentity as WorkerIdentity  # the worker's
 from ..types import ClaimedRun
 from . import batching, telemetry
 from .attempt import Attempt
-from .execute import Outcome, fail_attempt, finished, output_refused, report_success
+from .attempt_state import AttemptState, Outcome
+from .outcomes import fail_attempt, finished, output_refused, report_success
 
 logger = logging.getLogger("durable_django.worker")
 
@@ -154,12 +155,12 @@ def start(attempt: Attempt) -> bool:
 
     The slots that ask at once are started together, in one statement on one of the engine's connections.
     """
+    if attempt.state is not AttemptState.CLAIMED:
+        return False  # dropped while it waited: its lease went, or its run was cancelled
     cancel = batching.start(*attempt.held)
     if cancel is None:
         return False
-    attempt.started = True
-    attempt.cancel_requested = attempt.cancel_requested or cancel
-    return True
+    return attempt.mark_started(cancel_requested=cancel)
 
 
 @_on_engine_connection_first
@@ -201,7 +202,7 @@ def _renew(attempts: list[Attempt]) -> dict[tuple[str, int], Renewal]:
 class LandingReport:
     """What landing a batch of successes did."""
 
-    # Attempt -> its outcome (succeeded, lost, or failed when its output could not be stored).
+    # Attempt -> the outcome it ended with (succeeded, lost, or failed when its output could not be stored).
     outcomes: dict[Attempt, Outcome] = field(default_factory=dict)
     # Still to land: the database could not be reached.
     retry: list[tuple[Attempt, str]] = field(default_factory=list)
@@ -209,15 +210,15 @@ class LandingReport:
 
 @_on_engine_connection_first
 def land_successes(batch: list[tuple[Attempt, str]]) -> LandingReport:
-    """Land (attempt, output JSON) pairs succeeded, together in one statement where they can be.
+    """Land (attempt, output JSON) pairs succeeded, together in one statement where they can be, and end them.
 
     When the batch is refused for a reason other than an unreachable database,
     each run lands on its own, so one run the database will not store fails
     alone, for good, with the database's error (``OutputNotStored``), and the others succeed.
     """
     report = _land(batch)
-    for attempt, outcome in report.outcomes.items():
-        telemetry.attempt_ended(attempt, outcome)
+    # Each landed attempt ends here; one a time limit stopped meanwhile is the claim loop's to end and count.
+    report.outcomes = {attempt: outcome for attempt, outcome in report.outcomes.items() if attempt.end(outcome)}
     return report
 
 
@@ -278,9 +279,12 @@ def land_failed(attempt: Attempt, exc: BaseException) -> Outcome:
 
 @_on_engine_connection_first
 def cancel_held(attempt: Attempt) -> bool:
-    """Land a held run cancelled (its cancel was requested); False if the fence or a pivot refused it."""
-    attempt.landed_cancelled = landing.cancel_held(*attempt.held, attempt.run.parent_run_id) is not None
-    return attempt.landed_cancelled
+    """Land a held run cancelled (its cancel was requested) and stop its attempt; False if the fence or a
+    pivot refused it."""
+    if landing.cancel_held(*attempt.held, attempt.run.parent_run_id) is None:
+        return False
+    attempt.stop(cancelled=True, lost=True)
+    return True
 
 
 @_on_engine_connection

@@ -146,7 +146,7 @@ class PublishingCalls:
             checked = key_of(key, what="a stream key")
             self._outside_handler_transaction("ctx.close_stream()")
             if self._publisher.close_stream(checked):
-                self._attempt.cancel_requested = True
+                self._attempt.request_cancel()
 
     def _publish(
         self, call: str, key: str, value: object, write: Callable[[str, str, bool], bool], in_step: bool | None
@@ -157,4 +157,4 @@ class PublishingCalls:
             encoded = value_json(value, what=f"the value of {checked!r}")
             self._outside_handler_transaction(call)
             if write(checked, encoded, self.in_steps > 0 if in_step is None else in_step):
-                self._attempt.cancel_requested = True
+                self._attempt.request_cancel()

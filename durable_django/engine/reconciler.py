@@ -37,7 +37,7 @@ from ..states import TERMINAL_STATUSES
 from ..store import cancellation, landing, leases, pauses, reconcile
 from ..store.db import in_transaction
 from ..types import PAUSE_PREFIX
-from .execute import exception_path, format_error
+from .outcomes import exception_path, format_error
 
 logger = logging.getLogger("durable_django.reconciler")
 

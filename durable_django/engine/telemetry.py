@@ -1,11 +1,12 @@
 """What the engine tells the outside world about attempts and steps: spans, observers and log fields.
 
-Every attempt is reported once it starts and once its outcome is known (for a
-success the worker lands in a batch, only after that landing). Spans go to
-OpenTelemetry (``tracing``); observers are what a process installs to count,
-as ``durable_worker --metrics-port`` installs its Prometheus metrics; the
-application's receivers get Django signals (``signalling``). With no
-observer and no OpenTelemetry a report is a test of an empty tuple and a flag.
+Every attempt is reported once it starts and once it ends, from its one end
+point (``Attempt.end``; for a success the worker lands in a batch, only after
+that landing). Spans go to OpenTelemetry (``tracing``); observers are what a
+process installs to count, as ``durable_worker --metrics-port`` installs its
+Prometheus metrics; the application's receivers get Django signals
+(``signalling``). With no observer and no OpenTelemetry a report is a test of
+an empty tuple and a flag.
 """
 
 from __future__ import annotations
@@ -104,13 +105,10 @@ def step_replayed(attempt: Attempt, name: str) -> None:
 
 
 def attempt_ended(attempt: Attempt, what: str) -> None:
-    """The attempt's outcome is known (``what`` is an engine Outcome's value): end its span, tell observers.
+    """The attempt ended (``what`` is an engine Outcome's value): end its span, tell observers.
 
-    Only the first report of an attempt counts: the worker reports an attempt it ended at a time limit, and
-    the abandoned thread that comes back from that handler later reports nothing more.
+    Called by ``Attempt.end`` only, which calls it once per attempt, whichever thread ends it first.
     """
-    if not attempt.first_report():
-        return
     outcome = outcome_of(attempt, what)
     tracing.end_attempt(attempt, outcome, what)
     if _observers:

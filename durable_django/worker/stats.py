@@ -6,7 +6,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from ..engine.execute import Outcome
+from ..engine.attempt_state import Outcome
 
 logger = logging.getLogger("durable_django.worker")
 

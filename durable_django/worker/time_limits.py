@@ -18,6 +18,8 @@ import logging
 import time
 from collections.abc import Callable
 
+from django.utils.translation import ngettext
+
 from ..conf import durable_settings
 from ..engine import time_limits
 from .slots import SlotPool
@@ -77,9 +79,23 @@ class TimeLimitKeeper:
                 )
             self._stats.count(time_limits.land_overstay(attempt, error))
 
-    def stuck_threads(self) -> int:
-        """Abandoned threads that have not come back within ``ABANDON_SETTLE_SECONDS``."""
-        return self._pool.stuck(ABANDON_SETTLE_SECONDS)
+    def past_max_abandoned(self, max_abandoned: int, worker_id: str) -> bool:
+        """More abandoned threads than ``max_abandoned`` have not come back within ``ABANDON_SETTLE_SECONDS``:
+        logged, for the worker to release its runs and exit with ``EXIT_ABANDONED``."""
+        stuck = self._pool.stuck(ABANDON_SETTLE_SECONDS)
+        if stuck <= max_abandoned:
+            return False
+        logger.error(
+            ngettext(
+                "worker %(worker_id)s: %(count)d thread is stuck in a handler past its time limit "
+                "(--max-abandoned %(max)d); releasing its runs and exiting with status %(status)d",
+                "worker %(worker_id)s: %(count)d threads are stuck in handlers past their time limit "
+                "(--max-abandoned %(max)d); releasing its runs and exiting with status %(status)d",
+                stuck,
+            ),
+            {"worker_id": worker_id, "count": stuck, "max": max_abandoned, "status": EXIT_ABANDONED},
+        )
+        return True
 
     def seconds_until_due(self) -> list[float | None]:
         """When each kind of time limit next needs the claim loop (None: not pending)."""

@@ -10,7 +10,8 @@ from django.db import connections
 
 from durable_django import api
 from durable_django.engine import lifecycle
-from durable_django.engine.execute import Outcome, execute
+from durable_django.engine.attempt_state import Outcome
+from durable_django.engine.execute import execute
 from durable_django.testing import make_due, run_until_idle
 from tests.admin.test_admin_browser import chromium, page, shoot  # noqa: F401 - the browser fixtures
 from tests.workflows import effects

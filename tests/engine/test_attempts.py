@@ -8,7 +8,8 @@ from django.db import transaction
 
 from durable_django import CancelOutcome, api, faults
 from durable_django.engine import lifecycle
-from durable_django.engine.execute import Outcome, execute
+from durable_django.engine.attempt_state import Outcome
+from durable_django.engine.execute import execute
 from durable_django.testing import run_until_idle
 from durable_django.worker.heartbeat import Heartbeat
 from durable_django.worker.slots import SlotPool

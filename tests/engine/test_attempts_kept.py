@@ -4,7 +4,8 @@ import pytest
 
 from durable_django import CancelOutcome, RunStatus, api, list_attempts
 from durable_django.engine import lifecycle
-from durable_django.engine.execute import Outcome, execute
+from durable_django.engine.attempt_state import Outcome
+from durable_django.engine.execute import execute
 from durable_django.exceptions import RunNotFound
 from durable_django.testing import make_due, run_until_idle
 from tests.helpers import sql

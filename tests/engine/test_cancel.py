@@ -47,7 +47,7 @@ def test_cancel_a_running_run_requests_it_and_its_next_context_call_lands_it_can
     from durable_django.types import ClaimedRun
 
     attempt = Attempt(ClaimedRun(run=held, token=held.attempts, journal={}, recovered=False), None)
-    attempt.cancel_requested = True
+    attempt.request_cancel()
     assert execute(attempt) == "cancelled"
     assert api.get_run(run.run_id).status == "cancelled"
     assert api.get_run(run.run_id).output is None

@@ -57,7 +57,7 @@ def drive_every_transition():
     held = api.enqueue("tests.quick_then_done", {})
     [attempt] = _claim_attempts()
     assert api.cancel(held.run_id).value == "requested"
-    attempt.cancel_requested = True
+    attempt.request_cancel()
     execute(attempt)  # running -> cancelled, at its next context call
     api.resume(failing.run_id)  # failed -> pending
     api.resume(waiting.run_id)  # cancelled -> pending

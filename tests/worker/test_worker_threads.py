@@ -11,7 +11,8 @@ from django.db import connections
 from durable_django import api, faults
 from durable_django.conf import durable_settings
 from durable_django.engine import lifecycle
-from durable_django.engine.execute import Outcome, execute
+from durable_django.engine.attempt_state import Outcome
+from durable_django.engine.execute import execute
 from durable_django.worker.heartbeat import Heartbeat
 from durable_django.worker.loop import Worker, WorkerOptions
 from durable_django.worker.reconciler import ReconcilerThread

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from ...engine.async_context import AsyncContext
 from ...engine.context import Context
-from ...engine.execute import exception_path, format_error
+from ...engine.outcomes import exception_path, format_error
 from ...engine.run_facts import RunFacts
 from ...exceptions import DurableControlFlow
 from ...registry import Handler
