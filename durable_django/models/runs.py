@@ -104,7 +104,11 @@ class Run(DurableModel):
             ("resume_run_on_version", "Can resume durable runs on another version"),
         ]
         constraints = [
-            models.UniqueConstraint(fields=["idempotency_key"], name=IDEMPOTENCY_CONSTRAINT),
+            # Partial: most runs have no key, and an index entry of a NULL key was written at each of a
+            # run's writes that changed its row's place (its claim, start and landing) for nothing.
+            models.UniqueConstraint(
+                fields=["idempotency_key"], condition=Q(idempotency_key__isnull=False), name=IDEMPOTENCY_CONSTRAINT
+            ),
             models.UniqueConstraint(
                 fields=["coalesce_key"],
                 condition=Q(status=RunStatus.PENDING, attempts=0),

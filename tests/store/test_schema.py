@@ -13,7 +13,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 SEED_DEFINITIONS = {
     "durable_run": {
         "UNIQUE (run_id)",
-        "UNIQUE (idempotency_key)",
+        # The seed's unique key, narrowed to the runs that have one (NULLs never conflict): the same rule,
+        # and no index entry for the runs without a key at each of their writes (migration 0024).
+        "UNIQUE (idempotency_key) WHERE (idempotency_key IS NOT NULL)",
         "UNIQUE (coalesce_key) WHERE ((attempts = 0) AND (status = 'pending'::text))",
         "(status, name, created_at)",
         "(tenant_id, status, name, created_at)",
