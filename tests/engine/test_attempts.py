@@ -1,5 +1,5 @@
-"""One attempt's machinery under stress: stops after an event loop closed, two attempts of one run in one
-worker, a cancel racing a pivot step's journal write, and a handler's own transaction."""
+"""One attempt's machinery under stress: stops after an event loop closed, a cancel racing a pivot step's
+journal write, and a handler's own transaction (the worker's threads around it: tests/worker)."""
 
 import threading
 
@@ -34,52 +34,6 @@ def test_stopping_an_async_attempt_after_its_event_loop_closed_is_harmless():
     attempt.stop(lost=True)
     attempt.stop(cancelled=True)
     assert attempt.lost
-
-
-def test_the_heartbeat_thread_outlives_an_error_in_one_beat():
-    class FlakyHeartbeat(Heartbeat):
-        beats = 0
-
-        def beat(self):
-            FlakyHeartbeat.beats += 1
-            if FlakyHeartbeat.beats == 1:
-                raise RuntimeError("a bug in one beat")
-            super().beat()
-
-    api.enqueue("tests.noop", {})
-    attempt = claim_one()
-    pool, halt = SlotPool(1), threading.Event()
-    pool.add([attempt])
-    before = api.get_run(attempt.run.run_id).leased_until
-    from django.test import override_settings
-
-    with override_settings(DURABLE={"LEASE_SECONDS": 0.3}):
-        heartbeat = FlakyHeartbeat(pool, halt, lambda reachable: None)
-        heartbeat.start()
-        try:
-            from tests.helpers import wait_until
-
-            wait_until(lambda: FlakyHeartbeat.beats >= 3, timeout=10, message="beats after the failing one")
-        finally:
-            halt.set()
-            heartbeat.join(5)
-    assert api.get_run(attempt.run.run_id).leased_until != before
-
-
-def test_two_attempts_of_one_run_in_one_worker_are_told_apart():
-    """A worker reclaims its own expired run while the old attempt still blocks: each keeps its own place."""
-    api.enqueue("tests.noop", {})
-    old = lifecycle.claim(limit=1, start_now=1, worker_id="w", bounds=BOUNDS)[0]
-    sql("UPDATE durable_run SET leased_until = now() - interval '1 second'")
-    new = claim_one(worker_id="w")
-    assert (old.run.run_id, old.token + 1) == (new.run.run_id, new.token)
-    pool = SlotPool(2)
-    pool.add([old, new])
-    assert pool.take(0) is old and pool.take(1) is new
-    pool.done(0, old, ran=True)  # the old attempt ends: the new one must stay held
-    assert pool.held() == [new]
-    Heartbeat(pool, threading.Event(), lambda reachable: None).beat()
-    assert not new.lost and api.get_run(new.run.run_id).leased_until is not None
 
 
 def test_a_cancel_landed_by_the_heartbeat_between_a_pivot_function_and_its_journal_write_waits():
