@@ -167,8 +167,10 @@ class WorkerProcesses:
         worker_id = re.search(r"worker (\S+) starting: ", self.output(proc)).group(1)
 
         def idle():
+            # Not this query's own session: behind PgBouncer it may be a server connection the worker used
+            # last, still carrying its application name.
             sessions = sql(
-                "SELECT state, query FROM pg_stat_activity WHERE application_name = %s",
+                "SELECT state, query FROM pg_stat_activity WHERE application_name = %s AND pid <> pg_backend_pid()",
                 [f"durable_worker {worker_id}"],
             )
             listening = any(state == "idle" and query.startswith("LISTEN ") for state, query in sessions)
