@@ -257,12 +257,13 @@ class Adapter:
         self.target_rate = rate
         if self.pacing == "harness":
             # Tokens come at the base rate; a high-load phase's multiplier is applied to them as credit.
+            # Every token that came since the last batch counts now: one a batch would fall behind the pacer
+            # whenever an insert takes longer than its period.
             with self.tokens_ready:
-                if not self.tokens:
+                if not self.tokens and state["credit"] < 1:
                     self.tokens_ready.wait(0.5)
-                if not self.tokens:
-                    return 0
-                count = self.tokens.pop(0)
+                count = sum(self.tokens)
+                self.tokens.clear()
             state["credit"] += count * rate / max(1.0, float(self.base_rate))
         else:
             elapsed = time.monotonic() - state["tick"]

@@ -142,11 +142,12 @@ def sweep(args, out: Path) -> int:
     sys.path.insert(0, str(Path(args.harness).resolve()))
     systems = [name.strip() for name in args.systems.split(",") if name.strip()]
     groups = set(args.only.split(",")) if args.only else {"clean", "chaos", "pressure"}
+    chosen = set(args.cells.split(",")) if args.cells else None
     index = out / "index.jsonl"
     native = HERE / "native.py"
     order = 0
     for group, cell, cell_args in CELLS:
-        if group not in groups:
+        if group not in groups or (chosen is not None and cell not in chosen):
             continue
         nominal = nominal_seconds(cell_args)
         timeout = int(nominal * 1.5 + 60)

@@ -14,7 +14,14 @@ from pathlib import Path
 
 
 def load(out: Path) -> tuple[list[dict], dict[str, dict], dict[str, dict]]:
-    cells = [json.loads(line) for line in (out / "index.jsonl").read_text().splitlines() if line.strip()]
+    records = [json.loads(line) for line in (out / "index.jsonl").read_text().splitlines() if line.strip()]
+    # A cell run again (--cells) replaces the earlier record of it, in the place the earlier one had.
+    latest: dict[tuple[str, str], dict] = {}
+    for record in records:
+        key = (record["cell"], record["system"])
+        record["runs"] = latest[key]["runs"] + 1 if key in latest else 1
+        latest[key] = record
+    cells = sorted(latest.values(), key=lambda c: next(i for i, r in enumerate(records) if r["cell"] == c["cell"]))
     audits: dict[str, dict] = {}
     audit_file = out / "audits.jsonl"
     if audit_file.exists():
@@ -68,9 +75,10 @@ def stranded(audit: dict | None) -> str:
 
 
 def status(cell: dict) -> str:
+    again = f", run {cell['runs']}" if cell["runs"] > 1 else ""
     if cell["timed_out"]:
-        return f"timed out ({cell['timeout_s']} s)"
-    return "completed" if cell["rc"] == 0 else f"failed (rc {cell['rc']})"
+        return f"timed out ({cell['timeout_s']} s){again}"
+    return ("completed" if cell["rc"] == 0 else f"failed (rc {cell['rc']})") + again
 
 
 def render(out: Path) -> str:
