@@ -255,7 +255,7 @@ def main() -> int:
     sub.add_parser("run", help="the harness's `bench run`, natively; its arguments follow")
     sweep = sub.add_parser("sweep", help="the shortened clean, chaos and pressure plan")
     sweep.add_argument("--systems", default="durable-django,procrastinate")
-    sweep.add_argument("--only", help="comma-separated cell groups: clean, chaos, pressure")
+    sweep.add_argument("--only", help="comma-separated cell groups: clean, chaos, pressure, long")
     sweep.add_argument("--cells", help="comma-separated cell names (plan.py's), to run again")
     sub.add_parser("report", help="the tables of a sweep's results")
     args, rest = parser.parse_known_args()

@@ -105,6 +105,16 @@ CELLS: list[tuple[str, str, list[str]]] = [
         "idle_in_tx",
         [*PRESSURE, *phases("warmup=warmup:10s", "clean_1=clean:20s", "idle_1=idle-in-tx:50s", "recovery_1=clean:40s")],
     ),
+    # Not in the default groups: the idle-in-transaction cell with the sweep's own 240 s holder, the
+    # reproduction of durable-django's claim rate decaying while the xmin horizon is pinned.
+    (
+        "long",
+        "idle_in_tx_240s",
+        [
+            *PRESSURE,
+            *phases("warmup=warmup:10s", "clean_1=clean:30s", "idle_1=idle-in-tx:240s", "recovery_1=clean:60s"),
+        ],
+    ),
     (
         "pressure",
         "sustained_high_load",

@@ -161,8 +161,8 @@ def render(out: Path) -> str:
             "status",
         ]
     )
-    stress_label = {"idle_in_tx": "idle_1", "active_readers": "readers_1"}
-    for cell in (c for c in cells if c["group"] == "pressure"):
+    stress_label = {"idle_in_tx": "idle_1", "idle_in_tx_240s": "idle_1", "active_readers": "readers_1"}
+    for cell in (c for c in cells if c["group"] in ("pressure", "long")):
         summary, system = summaries.get(cell["run_dir"]), cell["system"]
         clean = phase(summary, system, "clean_1")
         stress = phase(summary, system, stress_label.get(cell["cell"], "pressure_1"))
