@@ -53,6 +53,11 @@ def fmt(value: float | None, digits: int = 0, suffix: str = "") -> str:
     return f"{value:,.{digits}f}{suffix}"
 
 
+def latency(block: dict) -> str:
+    """The phase's medians of the adapter's rolling 30 s claim percentiles."""
+    return f"{fmt(metric(block, 'claim_p50_ms'), 0)} / {fmt(block.get('median_claim_p99_ms'), 0)}"
+
+
 def peak_dead(summary: dict | None, system: str) -> float | None:
     if not summary:
         return None
@@ -104,8 +109,8 @@ def render(out: Path) -> str:
                 cell["cell"],
                 system,
                 fmt(clean.get("median_throughput_per_s")),
-                fmt(metric(clean, "claim_p50_ms"), 1),
-                fmt(clean.get("median_claim_p99_ms"), 1),
+                fmt(metric(clean, "claim_p50_ms")),
+                fmt(clean.get("median_claim_p99_ms")),
                 fmt(peak_dead(summary, system)),
                 disk_per_job(audit),
                 status(cell),
@@ -119,6 +124,7 @@ def render(out: Path) -> str:
             "scenario",
             "system",
             "baseline jobs/s",
+            "baseline claim p50 / p99 ms",
             "recovery jobs/s",
             "recovered (90% of baseline) after",
             "jobs lost (harness estimate)",
@@ -137,11 +143,12 @@ def render(out: Path) -> str:
                 cell["cell"],
                 system,
                 fmt(baseline.get("median_throughput_per_s")),
+                latency(baseline),
                 fmt(recovery.get("median_throughput_per_s")),
                 fmt(recovered, 0, " s") if recovered is not None else "not recovered",
                 fmt(recovery.get("jobs_lost")),
                 stranded(audits.get(f"{cell['run_dir']}/{system}")),
-                fmt(recovery.get("median_claim_p99_ms"), 1),
+                fmt(recovery.get("median_claim_p99_ms")),
                 status(cell),
             ]
         )
@@ -153,6 +160,7 @@ def render(out: Path) -> str:
             "scenario",
             "system",
             "clean jobs/s",
+            "clean claim p50 / p99 ms",
             "stress jobs/s",
             "recovery jobs/s",
             "claim p99 ms (stress)",
@@ -172,9 +180,10 @@ def render(out: Path) -> str:
                 cell["cell"],
                 system,
                 fmt(clean.get("median_throughput_per_s")),
+                latency(clean),
                 fmt(stress.get("median_throughput_per_s")),
                 fmt(recovery.get("median_throughput_per_s")),
-                fmt(stress.get("median_claim_p99_ms"), 1),
+                fmt(stress.get("median_claim_p99_ms")),
                 fmt(peak_dead(summary, system)),
                 disk_per_job(audits.get(f"{cell['run_dir']}/{system}")),
                 status(cell),
