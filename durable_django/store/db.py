@@ -41,19 +41,26 @@ Row = Sequence[Any]
 _TIMESTAMPTZ = psycopg.adapters.types["timestamptz"].oid
 
 
-class _StoreCursor(psycopg.Cursor[Any]):
-    """A psycopg cursor whose parameters and results go through ``loading``: adapters shared by the store's
-    cursors on one connection (the connection's own, but psycopg's ``timestamptz`` loader for Django's)."""
+class StoreAdapting:
+    """A psycopg cursor class's mixin: its parameters and results go through ``loading``, adapters shared by
+    the store's cursors on one connection (the connection's own, but psycopg's ``timestamptz`` loader for
+    Django's; see ``store_adapters``)."""
 
-    __slots__ = ("_loading",)
+    __slots__ = ()
+    _loading: AdaptersMap
 
     def __init__(self, connection: psycopg.Connection[Any], loading: AdaptersMap) -> None:
-        super().__init__(connection)
-        self._loading = loading
+        super().__init__(connection)  # type: ignore[call-arg]  # the psycopg cursor class it is mixed into
+        # The slot is the subclass's: two bases with slots of their own cannot be mixed.
+        self._loading = loading  # type: ignore[misc]
 
     @property
     def adapters(self) -> AdaptersMap:
         return self._loading
+
+
+class _StoreCursor(StoreAdapting, psycopg.Cursor[Any]):
+    __slots__ = ("_loading",)
 
 
 # Per connection: its adapters with psycopg's own timestamptz loader (see cursor()).

@@ -18,10 +18,9 @@ from typing import Any
 
 import psycopg
 from django.db import connections
-from psycopg.adapt import AdaptersMap
 
 from ..conf import durable_settings
-from .db import Row, connected, cursor_on, store_adapters
+from .db import Row, StoreAdapting, connected, cursor_on, store_adapters
 
 # A named placeholder, a literal percent sign, or any other placeholder (refused).
 _PLACEHOLDER = re.compile(r"%\((?P<name>\w+)\)s|(?P<percent>%%)|(?P<other>%.)")
@@ -60,18 +59,8 @@ class PositionalStatement:
         return [params[name] for name in self.names]
 
 
-class _StoreRawCursor(psycopg.RawCursor[Any]):
-    """A raw cursor whose parameters and results go through the store's adapters (``db.store_adapters``)."""
-
+class _StoreRawCursor(StoreAdapting, psycopg.RawCursor[Any]):
     __slots__ = ("_loading",)
-
-    def __init__(self, connection: psycopg.Connection[Any], loading: AdaptersMap) -> None:
-        super().__init__(connection)
-        self._loading = loading
-
-    @property
-    def adapters(self) -> AdaptersMap:
-        return self._loading
 
 
 def fetch_all(statement: PositionalStatement, params: Mapping[str, Any]) -> list[Row]:
