@@ -111,17 +111,26 @@ def claim_bounds(*, functions: list[str] | None, queues: list[str] | None, tenan
 
 @_on_engine_connection_first
 def claim(
-    *, limit: int, start_now: int, worker_id: str, bounds: ClaimBounds, lease_seconds: float | None = None
+    *,
+    limit: int,
+    start_now: int,
+    worker_id: str,
+    bounds: ClaimBounds,
+    lease_seconds: float | None = None,
+    recover: bool = True,
 ) -> list[Attempt]:
     """Claim up to ``limit`` runs (the first ``start_now`` started at once) and load the journals of those that ran.
 
-    The lease is ``DURABLE["LEASE_SECONDS"]`` unless ``lease_seconds`` says otherwise.
+    The lease is ``DURABLE["LEASE_SECONDS"]`` unless ``lease_seconds`` says otherwise; ``recover`` False
+    leaves runs whose lease ran out for a later claim (``store.claims.claim``).
 
     Returns:
         Attempts in claim order, started ones first.
     """
     lease = durable_settings.LEASE_SECONDS if lease_seconds is None else lease_seconds
-    claimed = claims.claim(limit=limit, start_now=start_now, lease_seconds=lease, worker_id=worker_id, bounds=bounds)
+    claimed = claims.claim(
+        limit=limit, start_now=start_now, lease_seconds=lease, worker_id=worker_id, bounds=bounds, recover=recover
+    )
     # A first attempt has an empty journal (but a fork's, which starts with a copy): skip the read.
     journals = journal.load_journal(
         [item.run.run_id for item in claimed if item.run.attempts > 1 or item.run.forked_from is not None]

@@ -107,7 +107,8 @@ WITH released AS (
     SELECT run_id, priority, created_at, attempt_started_at IS NOT NULL AS recovered, leased_until AS due_since,
            {_LIMITED}, false AS paused, attempt_started_at AS prior_start
     FROM durable_run
-    WHERE status = 'running' AND leased_until < now() AND NOT {_LEASE_RENEWED} {{bounds}}
+    -- Without recover the arm is not run at all (a one-time filter); see claim().
+    WHERE %(recover)s AND status = 'running' AND leased_until < now() AND NOT {_LEASE_RENEWED} {{bounds}}
     ORDER BY leased_until
     LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 ), candidates AS (
@@ -306,9 +307,16 @@ def claim_filter(
     return ClaimBounds(sql="AND " + " AND ".join(conditions), params=params, within_queue_sql=within_queue_sql)
 
 
-def claim(*, limit: int, start_now: int, lease_seconds: float, worker_id: str, bounds: ClaimBounds) -> list[Claimed]:
+def claim(
+    *, limit: int, start_now: int, lease_seconds: float, worker_id: str, bounds: ClaimBounds, recover: bool = True
+) -> list[Claimed]:
     """Claim up to ``limit`` runs, the first ``start_now`` started at once; runs a limit applies to are
     admitted or held back by their limits.
+
+    Args:
+        recover: take over runs whose lease ran out too. That arm reads the leases index from its oldest
+            entry, and while a transaction pins the xmin horizon nothing removes the entries every claim and
+            renewal since left behind: a caller that claims often looks for them less often.
 
     Returns:
         The runs claimed, in claim order, started ones first.
@@ -322,6 +330,7 @@ def claim(*, limit: int, start_now: int, lease_seconds: float, worker_id: str, b
             "start_now": start_now,
             "lease": lease_seconds,
             "worker_id": worker_id,
+            "recover": recover,
         },
     )
     claimed = [Claimed(row_to_run(row), *row[RUN_COLUMN_COUNT:]) for row in rows]

@@ -43,8 +43,9 @@ from .. import faults
 from ..conf import durable_settings
 from ..engine import lifecycle, telemetry
 from ..engine.attempt import Attempt
-from ..engine.log_words import claim_words, not_started_words, past_grace_words, runnable_words
+from ..engine.log_words import not_started_words, past_grace_words, runnable_words
 from ..engine.reconciler import Repair
+from .claiming import Claimer
 from .heartbeat import Heartbeat
 from .landings import PendingLandings
 from .listener import Listener
@@ -114,6 +115,14 @@ class Worker:
         self._slot_indexes = itertools.count(options.concurrency)
         self.landings = PendingLandings(self.pool, self.stats, on_database=self._on_database, wake=self._wake.set)
         self.time_limits = TimeLimitKeeper(self.pool, self.stats, replace_slot=self._replace_slot)
+        self.claimer = Claimer(
+            self.pool,
+            concurrency=options.concurrency,
+            worker_id=options.worker_id,
+            bounds=self._bounds,
+            stats=self.stats,
+            on_database=self._on_database,
+        )
         self.slots = SlotRunner(
             self.pool,
             self.stats,
@@ -291,7 +300,7 @@ class Worker:
         self._hand_back_stale_prefetch()
         self.time_limits.keep()
         self._check_abandoned()
-        claimed, asked = self._claim()
+        claimed, asked = self.claimer.claim()
         faults.reach("worker.claimed")
         # Fewer than asked: nothing more is due now; sleep until the next run is.
         due = lifecycle.seconds_until_next_due(self._bounds) if asked and len(claimed) < asked else None
@@ -321,23 +330,6 @@ class Worker:
             return
         self.exit_code = EXIT_ABANDONED
         self.request_stop()
-
-    def _claim(self) -> tuple[list[Attempt], int]:
-        """Claim for idle slots and, while attempts are short, a batch ahead; returns (claimed, asked)."""
-        idle = self.pool.idle_slots()
-        ahead = self.pool.prefetch_room()
-        if idle == 0 and ahead < max(1, self.options.concurrency // 2):
-            return [], 0  # claim ahead in batches, not one run per finished attempt
-        claimed = lifecycle.claim(
-            limit=idle + ahead, start_now=idle, worker_id=self.options.worker_id, bounds=self._bounds
-        )
-        self._on_database(True)
-        if logger.isEnabledFor(logging.INFO):  # the words cost a translation lookup per run: only when logged
-            for attempt in claimed:
-                _log_claim(attempt)
-        self.stats.claimed += len(claimed)
-        self.pool.add(claimed)
-        return claimed, idle + ahead
 
     def _hand_back_stale_prefetch(self) -> None:
         """Release claimed runs no slot started in time, so an idle worker elsewhere takes them."""
@@ -384,19 +376,3 @@ class Worker:
                 {"runs": runs(len(attempts)), "error": failure.error},
             )
         self.pool.forget(attempts)
-
-
-def _log_claim(attempt: Attempt) -> None:
-    run = attempt.run
-    logger.info(
-        gettext("claimed run %(run_id)s (%(function)s v%(version)s): %(claim)s, recovered from a dead worker")
-        if attempt.recovered
-        else gettext("claimed run %(run_id)s (%(function)s v%(version)s): %(claim)s"),
-        {
-            "run_id": run.run_id,
-            "function": run.name,
-            "version": run.version,
-            "claim": claim_words(attempt.token, run.failures),
-        },
-        extra=telemetry.log_fields(attempt),
-    )

@@ -146,6 +146,7 @@ def claim_query(**worker_options):
     sql("ANALYZE durable_run")
     bounds = WorkerOptions(**worker_options).claim_bounds()
     params = {**bounds.params, **flow.admission_params(), "limit": 10, "start_now": 10, "lease": 30, "worker_id": "x"}
+    params["recover"] = True
     return bounds.claim_statement.named, params
 
 
