@@ -487,7 +487,10 @@ class Soak:
             if worker.state == "terminating":
                 if code is not None:
                     worker.state, worker.exit_code, worker.exited_at = "exited", code, time.time()
-                    if code != 0:
+                    # A worker SIGTERMed while Python still loads it (its log has no "starting:" line yet) dies
+                    # of the signal before its handler exists: it held nothing, so nothing is lost.
+                    booting = code == -signal.SIGTERM and " starting: " not in self.log(worker)
+                    if code != 0 and not booting:
                         self.record.problems.append(f"{worker.name} (pid {worker.pid}) exited {code} after SIGTERM")
                     fault = next((f for f in self.record.faults if f.pid == worker.pid), None)
                     if fault is not None and "still running after the grace period" in self.log(worker):
