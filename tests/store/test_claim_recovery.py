@@ -10,7 +10,7 @@ from durable_django.store import flow
 from tests.helpers import sql, subprocess_database_url
 from tests.store.factories import complete
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "direct"])
 
 BOUNDS = lifecycle.claim_bounds(functions=None, queues=None, tenant_id=None)
 
@@ -43,7 +43,8 @@ def claim_plan(*, recover, generic):
         "recover": recover,
     }
     statement = BOUNDS.claim_statement
-    with psycopg.connect(subprocess_database_url(), autocommit=True) as conn:
+    # On the direct alias: behind a transaction pooler a prepared statement would outlive this session.
+    with psycopg.connect(subprocess_database_url("direct"), autocommit=True) as conn:
         conn.execute("SET plan_cache_mode = " + ("force_generic_plan" if generic else "force_custom_plan"))
         # Prepared, as the worker's statement is: only then may PostgreSQL plan it for any parameters.
         conn.execute("PREPARE claim AS " + statement.positional)
