@@ -55,14 +55,6 @@ def claim_plan(*, recover, generic):
     return explained[0]["Plan"]
 
 
-def scans_of(plan, index):
-    """Every node of the plan that scans ``index``."""
-    found = [plan] if plan.get("Index Name") == index else []
-    for child in plan.get("Plans", []):
-        found += scans_of(child, index)
-    return found
-
-
 def test_while_the_xmin_horizon_is_pinned_a_claim_without_recovery_reads_none_of_the_dead_lease_entries():
     holder = psycopg.connect(subprocess_database_url(), autocommit=False)
     try:
@@ -78,15 +70,24 @@ def test_while_the_xmin_horizon_is_pinned_a_claim_without_recovery_reads_none_of
         plans = {generic: claim_plan(recover=False, generic=generic) for generic in (False, True)}
     finally:
         holder.close()
-    # With the arm, the scan walks the dead entries (to find nothing: every run has landed), and the heap
-    # rows they point to.
-    assert [node["Actual Loops"] for node in scans_of(with_plan, "durable_run_leases")] == [1], with_plan
+    # With the arm, its scan walks the dead entries (to find nothing: every run has landed) and the heap rows
+    # they point to, whichever way the planner reads them.
+    assert [node["Actual Loops"] for node in expired_arm(with_plan)] == [1], with_plan
     assert blocks(with_plan) - blocks(plans[False]) >= 30, (blocks(with_plan), blocks(plans[False]))
     # Without it the scan never runs: planned away with the parameter known, under a one-time filter in a
     # generic plan.
-    assert scans_of(plans[False], "durable_run_leases") == []
-    generic = scans_of(plans[True], "durable_run_leases")
+    assert expired_arm(plans[False]) == []
+    generic = expired_arm(plans[True])
     assert generic and all(node["Actual Loops"] == 0 for node in generic), generic
+
+
+def expired_arm(plan):
+    """The plan's topmost nodes that read the runs whose lease ran out (an index scan, a bitmap heap scan
+    over its index's, or a sequential scan: how the planner reads them depends on its statistics)."""
+    conditions = " ".join(plan.get(key, "") for key in ("Index Cond", "Recheck Cond", "Filter"))
+    if plan.get("Relation Name") == "durable_run" and "leased_until < now()" in conditions:
+        return [plan]
+    return [node for child in plan.get("Plans", []) for node in expired_arm(child)]
 
 
 def blocks(plan):
