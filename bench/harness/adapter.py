@@ -161,20 +161,10 @@ class Adapter:
         return processes, math.ceil(self.worker_count / processes)
 
     def start_worker(self) -> subprocess.Popen:
+        from bench.common import worker_command  # importable once main() has put the repository on the path
+
         _, concurrency = self.worker_layout()
-        command = [
-            sys.executable,
-            "-m",
-            "django",
-            "durable_worker",
-            "--concurrency",
-            str(concurrency),
-            "--no-scheduler",
-            "--grace",
-            "3",
-            "-v",
-            "0",
-        ]
+        command = worker_command(concurrency, "--grace", "3")
         env = {
             **os.environ,
             "PYTHONPATH": ROOT,
