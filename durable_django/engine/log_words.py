@@ -78,13 +78,6 @@ def runnable_words(functions: list[str] | None) -> str:
     ) % {"durable": durable, "paths": ", ".join(paths)}
 
 
-def not_started_words(count: int) -> str:
-    """``2 claimed runs no slot had started``: what a stopping worker hands back first."""
-    return ngettext(
-        "%(count)d claimed run no slot had started", "%(count)d claimed runs no slot had started", count
-    ) % {"count": count}
-
-
 def past_grace_words(count: int) -> str:
     """``1 run still running after the grace period``: what a stopping worker hands back last."""
     return ngettext(

@@ -1,5 +1,5 @@
-"""What the claim loop asks for at each pass: runs for idle slots, a batch ahead while attempts are short,
-and, at most once a second or when nothing else is due, the runs whose holder's lease ran out.
+"""What the claim loop asks for at each pass: one run for each idle slot, started in the claim, and, at
+most once a second or when nothing else is due, the runs whose holder's lease ran out.
 
 The claim's expired-lease arm reads the leases index from its oldest entry. While a transaction pins the
 xmin horizon (a client's idle transaction, a long report on the same database) nothing removes the
@@ -40,7 +40,6 @@ class Claimer:
         self,
         pool: SlotPool,
         *,
-        concurrency: int,
         worker_id: str,
         bounds: ClaimBounds,
         stats: Stats,
@@ -48,7 +47,6 @@ class Claimer:
         recovery_check_seconds: float = RECOVERY_CHECK_SECONDS,
     ) -> None:
         self._pool = pool
-        self._concurrency = concurrency
         self._worker_id = worker_id
         self._bounds = bounds
         self._stats = stats
@@ -57,27 +55,26 @@ class Claimer:
         self._next_recovery_check = time.monotonic()
 
     def claim(self) -> tuple[list[Attempt], int]:
-        """Claim for idle slots and, while attempts are short, a batch ahead; returns (claimed, asked)."""
+        """Claim a run for each idle slot, each started by the claim; returns (claimed, asked)."""
         idle = self._pool.idle_slots()
-        ahead = self._pool.prefetch_room()
-        if idle == 0 and ahead < max(1, self._concurrency // 2):
-            return [], 0  # claim ahead in batches, not one run per finished attempt
+        if idle == 0:
+            return [], 0
         recover = time.monotonic() >= self._next_recovery_check
-        claimed = self._claim(idle, ahead, recover=recover)
+        claimed = self._claim(idle, recover=recover)
         if not claimed and not recover:
-            claimed = self._claim(idle, ahead, recover=True)  # nothing else is due: look now
+            claimed = self._claim(idle, recover=True)  # nothing else is due: look now
         if logger.isEnabledFor(logging.INFO):  # the words cost a translation lookup per run: only when logged
             for attempt in claimed:
                 _log_claim(attempt)
         self._stats.claimed += len(claimed)
         self._pool.add(claimed)
-        return claimed, idle + ahead
+        return claimed, idle
 
-    def _claim(self, idle: int, ahead: int, *, recover: bool) -> list[Attempt]:
+    def _claim(self, idle: int, *, recover: bool) -> list[Attempt]:
         if recover:
             self._next_recovery_check = time.monotonic() + self._recovery_check_seconds
         claimed = lifecycle.claim(
-            limit=idle + ahead, start_now=idle, worker_id=self._worker_id, bounds=self._bounds, recover=recover
+            limit=idle, start_now=idle, worker_id=self._worker_id, bounds=self._bounds, recover=recover
         )
         self._on_database(True)
         return claimed

@@ -43,7 +43,7 @@ from .. import faults
 from ..conf import durable_settings
 from ..engine import lifecycle, telemetry
 from ..engine.attempt import Attempt
-from ..engine.log_words import not_started_words, past_grace_words, runnable_words
+from ..engine.log_words import past_grace_words, runnable_words
 from ..engine.reconciler import Repair
 from .claiming import Claimer
 from .heartbeat import Heartbeat
@@ -53,7 +53,7 @@ from .reconciler import ReconcilerThread
 from .recovery import Recovering
 from .scheduler import SchedulerThread
 from .slot_runner import SlotRunner
-from .slots import PREFETCH_HOLD_SECONDS, SlotPool
+from .slots import SlotPool
 from .stats import Stats
 from .time_limits import EXIT_ABANDONED, TimeLimitKeeper
 
@@ -117,7 +117,6 @@ class Worker:
         self.time_limits = TimeLimitKeeper(self.pool, self.stats, replace_slot=self._replace_slot)
         self.claimer = Claimer(
             self.pool,
-            concurrency=options.concurrency,
             worker_id=options.worker_id,
             bounds=self._bounds,
             stats=self.stats,
@@ -152,7 +151,8 @@ class Worker:
         self._wake.set()
 
     def _on_database(self, reachable: bool) -> None:
-        """Note whether the database answers; on losing it, drop the claimed runs not started yet."""
+        """Note whether the database answers, and say so when that changes (slots start no claimed run
+        meanwhile)."""
         if reachable == self._database_reachable:
             return
         self._database_reachable = reachable
@@ -160,17 +160,9 @@ class Worker:
             logger.info("worker %s: the database answers again", self.options.worker_id)
             self._wake.set()
             return
-        dropped = self.pool.take_prefetched()
-        self.pool.forget(dropped)
         logger.warning(
-            ngettext(
-                "worker %(worker_id)s: the database cannot be reached; starting no attempt until it answers "
-                "(dropped %(count)d claimed run not started)",
-                "worker %(worker_id)s: the database cannot be reached; starting no attempt until it answers "
-                "(dropped %(count)d claimed runs not started)",
-                len(dropped),
-            ),
-            {"worker_id": self.options.worker_id, "count": len(dropped)},
+            gettext("worker %(worker_id)s: the database cannot be reached; claiming nothing until it answers"),
+            {"worker_id": self.options.worker_id},
         )
 
     # -- main loop ---------------------------------------------------------------
@@ -297,7 +289,6 @@ class Worker:
         """
         if not self.landings.land():
             return None
-        self._hand_back_stale_prefetch()
         self.time_limits.keep()
         self._check_abandoned()
         claimed, asked = self.claimer.claim()
@@ -308,9 +299,9 @@ class Worker:
 
     def _seconds_to_sleep(self, due: float | None) -> float:
         """The poll interval (jittered, so workers started together spread out), or less: until the next due
-        run, the end of a claimed run's prefetch hold or the next time limit, whichever comes first."""
+        run or the next time limit, whichever comes first."""
         timeout = durable_settings.POLL_SECONDS * random.uniform(0.95, 1.05)
-        for until in (due, self.pool.seconds_until_hold_expires(), *self.time_limits.seconds_until_due()):
+        for until in (due, *self.time_limits.seconds_until_due()):
             if until is not None:
                 timeout = min(timeout, max(until, 0.005))
         return timeout
@@ -331,18 +322,9 @@ class Worker:
         self.exit_code = EXIT_ABANDONED
         self.request_stop()
 
-    def _hand_back_stale_prefetch(self) -> None:
-        """Release claimed runs no slot started in time, so an idle worker elsewhere takes them."""
-        stale = self.pool.take_prefetched(older_than=PREFETCH_HOLD_SECONDS)
-        if stale:
-            lifecycle.release(stale)
-            self.pool.forget(stale)
-            logger.debug("handed back %d claimed run(s) no slot started in time", len(stale))
-
     # -- shutdown ---------------------------------------------------------------------
 
     def _shutdown(self) -> None:
-        self._release(self.pool.take_prefetched(), not_started_words)
         deadline = time.monotonic() + self.options.grace
         while self.pool.held_count and time.monotonic() < deadline:
             self.landings.try_landing()

@@ -1,8 +1,9 @@
 """What a slot thread of ``manage.py durable_worker`` does with each attempt its slot is given.
 
-It starts a run the claim loop claimed ahead (unless the database cannot be reached), executes it, and
-sees it landed; whatever escapes, the slot lives on and the attempt is accounted for (landed failed,
-or left to its lease when the database is gone).
+It executes each attempt the claim loop claimed for it, and sees it landed. A claim starts every run it
+takes for a slot, except one a flow-control admission took beyond the slots: the slot starts that one
+with a fenced write first, unless the database cannot be reached. Whatever escapes, the slot lives on and the attempt is accounted
+for (landed failed, or left to its lease when the database is gone).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ class SlotRunner:
                         attempt.run.run_id,
                         extra=telemetry.log_fields(attempt),
                     )
-                    self._pool.done(slot, attempt, ran=False)
+                    self._pool.done(slot, attempt)
                 # An attempt is the worker's request: the handler's own connections (the engine's are
                 # shared apart) are closed or kept as CONN_MAX_AGE says, and go back to OPTIONS["pool"].
                 close_old_connections()
@@ -87,8 +88,8 @@ class SlotRunner:
             connections.close_all()  # a worker run inside a longer-lived process leaves no session behind
 
     def _run_attempt(self, slot: int, attempt: Attempt) -> None:
-        if not attempt.started and not self._start_prefetched(attempt):
-            self._pool.done(slot, attempt, ran=False)
+        if not attempt.started and not self._start_claimed(attempt):
+            self._pool.done(slot, attempt)
             return
         attempt.begin()
         if attempt.timeout is not None:
@@ -99,11 +100,11 @@ class SlotRunner:
             outcome = self._land_escaped(attempt, exc)
         if outcome is None:
             # Handed over: held until the claim loop lands it with others and ends it.
-            self._pool.done(slot, attempt, ran=True, keep=True)
+            self._pool.done(slot, attempt, keep=True)
             return
         if not attempt.overstayed:  # otherwise the claim loop counted how its time limit ended it
             self._stats.count(outcome)
-        self._pool.done(slot, attempt, ran=True)
+        self._pool.done(slot, attempt)
 
     def _land_escaped(self, attempt: Attempt, exc: Exception) -> Outcome:
         """An error escaped the attempt's landing: land it failed with that error, unless the database is
@@ -137,8 +138,8 @@ class SlotRunner:
             lifecycle.reset_connection()
             return Outcome.ERROR
 
-    def _start_prefetched(self, attempt: Attempt) -> bool:
-        """Start a claimed run that waited for this slot; False (and dropped) if it may not run now."""
+    def _start_claimed(self, attempt: Attempt) -> bool:
+        """Start a claimed run its claim did not start; False (and dropped) if it may not run now."""
         if not self._database_reachable():
             return False
         with Recovering() as failure:

@@ -1,12 +1,12 @@
 """The attempts a worker holds, and how its slots take them.
 
-A claim hands over runs that start at once (one per idle slot) and, while
-attempts are short, a batch more that wait for a slot: they are claimed but
-not started, so a slot that frees starts one with a single fenced write
-instead of waiting for the next claim. Holding runs back from idle workers
-elsewhere is the price of that, so it is kept small: the prefetch is only
-taken while recent attempts are short and no slot is stuck on a long one, and
-a prefetched run no slot started within ``PREFETCH_HOLD_SECONDS`` is handed back.
+A claim takes one run per idle slot, and starts each in the claim statement
+(a flow-control admission may take a run it does not start: the slot that
+takes it starts it first, ``worker/slot_runner.py``). Claiming a batch ahead of the slots
+(runs claimed but not started, each started by a fenced write when a slot
+took it) cost a third write per run on the slot's critical path and ran
+slower than waiting for the next claim, with short attempts too
+(docs/performance.md), so a worker no longer claims ahead.
 
 Every held attempt is keyed by (run id, fence token): a worker that reclaims
 its own expired run holds two attempts of it, and each is told apart.
@@ -26,13 +26,6 @@ from collections.abc import Collection
 
 from ..engine.attempt import Attempt
 
-# Prefetch only while attempts take less than this on average, and no slot has been busy longer.
-PREFETCH_BELOW_SECONDS = 0.05
-# A prefetched run no slot started within this long is handed back for an idle worker to take.
-PREFETCH_HOLD_SECONDS = 0.25
-# Weight of the latest attempt in the running average of attempt durations.
-DURATION_WEIGHT = 0.2
-
 
 class SlotPool:
     """Held attempts, the queues slots take them from, and what tells the claim loop how much to claim."""
@@ -41,12 +34,10 @@ class SlotPool:
         self.concurrency = concurrency
         self._lock = threading.Condition()
         self._held: dict[tuple[str, int], Attempt] = {}
+        # Claimed and started, for the next idle slot to take.
         self._ready: collections.deque[Attempt] = collections.deque()
-        # (attempt, when it was claimed): claimed runs not started, oldest first.
-        self._prefetched: collections.deque[tuple[Attempt, float]] = collections.deque()
-        # slot index -> when its current attempt started.
-        self._busy_since: dict[int, float] = {}
-        self._average_duration: float | None = None
+        # The slots running an attempt now.
+        self._busy: set[int] = set()
         self._closed = False
         # slot index -> the attempt its thread executes.
         self._running: dict[int, Attempt] = {}
@@ -67,73 +58,43 @@ class SlotPool:
     def busy_slots(self) -> int:
         """Slots running an attempt now."""
         with self._lock:
-            return len(self._busy_since)
+            return len(self._busy)
 
     def idle_slots(self) -> int:
         """Slots that would start a run now: neither busy nor about to take a started one."""
         with self._lock:
-            return max(self.concurrency - len(self._busy_since) - len(self._ready), 0)
-
-    def prefetch_room(self) -> int:
-        """How many more runs to claim ahead of the slots (0 unless attempts are short)."""
-        with self._lock:
-            now = time.monotonic()
-            short = self._average_duration is not None and self._average_duration < PREFETCH_BELOW_SECONDS
-            stuck = any(now - since >= PREFETCH_HOLD_SECONDS for since in self._busy_since.values())
-            if not short or stuck:
-                return 0
-            return max(self.concurrency - len(self._prefetched), 0)
-
-    def seconds_until_hold_expires(self) -> float | None:
-        with self._lock:
-            if not self._prefetched:
-                return None
-            return max(self._prefetched[0][1] + PREFETCH_HOLD_SECONDS - time.monotonic(), 0.0)
+            return max(self.concurrency - len(self._busy) - len(self._ready), 0)
 
     # -- handing attempts over ------------------------------------------------
 
     def add(self, attempts: list[Attempt]) -> None:
-        """Hold newly claimed attempts: started ones for idle slots, the rest prefetched."""
-        now = time.monotonic()
+        """Hold newly claimed attempts, each started by its claim, for the idle slots."""
         with self._lock:
             for attempt in attempts:
                 self._held[attempt.held] = attempt
-                if attempt.started:
-                    self._ready.append(attempt)
-                else:
-                    self._prefetched.append((attempt, now))
+                self._ready.append(attempt)
             # One waiting slot per attempt: waking every slot for each claim cost the GIL as much as the
             # claim's own Python (a woken slot that finds nothing left goes back to wait).
             self._lock.notify(len(attempts))
 
     def take(self, slot: int) -> Attempt | None:
-        """Block until there is an attempt for this slot (started first); None once the pool is closed."""
+        """Block until there is an attempt for this slot; None once the pool is closed."""
         with self._lock:
             while not self._closed:
-                if self._ready:
-                    attempt = self._ready.popleft()
-                elif self._prefetched:
-                    attempt = self._prefetched.popleft()[0]
-                else:
+                if not self._ready:
                     self._lock.wait()
                     continue
-                self._busy_since[slot] = time.monotonic()
+                attempt = self._ready.popleft()
+                self._busy.add(slot)
                 self._running[slot] = attempt
                 return attempt
             return None
 
-    def done(self, slot: int, attempt: Attempt, *, ran: bool, keep: bool = False) -> None:
+    def done(self, slot: int, attempt: Attempt, *, keep: bool = False) -> None:
         """A slot is through with an attempt; ``keep`` holds it on until its batched landing."""
         with self._lock:
             self._running.pop(slot, None)
-            started = self._busy_since.pop(slot, None)
-            if ran and started is not None:
-                duration = time.monotonic() - started
-                self._average_duration = (
-                    duration
-                    if self._average_duration is None
-                    else (DURATION_WEIGHT * duration + (1 - DURATION_WEIGHT) * self._average_duration)
-                )
+            self._busy.discard(slot)
             if not keep:
                 self._held.pop(attempt.held, None)
 
@@ -142,20 +103,6 @@ class SlotPool:
         with self._lock:
             for attempt in attempts:
                 self._held.pop(attempt.held, None)
-            gone = {attempt.held for attempt in attempts}
-            self._prefetched = collections.deque(item for item in self._prefetched if item[0].held not in gone)
-
-    def take_prefetched(self, *, older_than: float | None = None) -> list[Attempt]:
-        """Remove prefetched attempts from the queue (all, or those held longer than ``older_than`` seconds).
-
-        Taken under the lock, so no slot can start one of them afterwards.
-        """
-        with self._lock:
-            limit = None if older_than is None else time.monotonic() - older_than
-            taken = [attempt for attempt, since in self._prefetched if limit is None or since <= limit]
-            kept = [(attempt, since) for attempt, since in self._prefetched if not (limit is None or since <= limit)]
-            self._prefetched = collections.deque(kept)
-            return taken
 
     # -- time limits ------------------------------------------------------------
 
@@ -185,7 +132,7 @@ class SlotPool:
             if self._running.get(slot) is not attempt:
                 return False
             del self._running[slot]
-            self._busy_since.pop(slot, None)
+            self._busy.discard(slot)
             self._abandoned[slot] = time.monotonic()
             self._lock.notify_all()
             return True

@@ -17,7 +17,7 @@ BOUNDS = lifecycle.claim_bounds(functions=None, queues=None, tenant_id=None)
 
 def claimer(pool, **options):
     return Claimer(
-        pool, concurrency=2, worker_id="w", bounds=BOUNDS, stats=Stats(), on_database=lambda up: None, **options
+        pool, worker_id="w", bounds=BOUNDS, stats=Stats(), on_database=lambda up: None, **options
     )
 
 
@@ -26,7 +26,7 @@ def claim_and_let_go(pool, claiming):
     claimed, _ = claiming.claim()
     for attempt in claimed:
         assert pool.take(0) is attempt
-        pool.done(0, attempt, ran=False)
+        pool.done(0, attempt)
     return [attempt.run.run_id for attempt in claimed]
 
 

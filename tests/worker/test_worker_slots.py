@@ -58,7 +58,7 @@ def test_two_attempts_of_one_run_in_one_worker_are_told_apart():
     pool = SlotPool(2)
     pool.add([old, new])
     assert pool.take(0) is old and pool.take(1) is new
-    pool.done(0, old, ran=True)  # the old attempt ends: the new one must stay held
+    pool.done(0, old)  # the old attempt ends: the new one must stay held
     assert pool.held() == [new]
     Heartbeat(pool, threading.Event(), lambda reachable: None).beat()
     assert not new.lost and api.get_run(new.run.run_id).leased_until is not None
