@@ -112,9 +112,11 @@ class Attempt:
         restart: the token is unchanged, so the write lands as it would have,
         unless the run was taken over meanwhile (the fence refuses it, or the
         heartbeat marks this attempt lost). It stops trying once a lease has
-        passed without an answer. In a worker each try borrows one of the
-        engine's connections (``store.pool``): a broken one is closed, and the
-        next try opens another.
+        passed without an answer, or once the attempt is lost, and raises
+        ``LeaseLost``: a database outage never fails the attempt, the run is
+        recovered once its lease expires. In a worker each try borrows one of
+        the engine's connections (``store.pool``): a broken one is closed, and
+        the next try opens another.
         """
         return self._send(functools.partial(write, *args, **kwargs), borrow=True)
 
@@ -133,8 +135,12 @@ class Attempt:
                 with pool.borrowed():
                     return write()
             except DatabaseError as exc:
-                give_up = began + durable_settings.LEASE_SECONDS
-                if not is_disconnect(exc) or self.lost or time.monotonic() + backoff > give_up:
+                if not is_disconnect(exc):
+                    raise
+                if self.lost or time.monotonic() + backoff > began + durable_settings.LEASE_SECONDS:
+                    # Raised into the handler, the error would fail the attempt for a database outage.
+                    if self._give_up_lease(exc):
+                        raise LeaseLost() from exc
                     raise
                 level = logging.WARNING if backoff == 0.05 else logging.DEBUG
                 logger.log(
@@ -149,6 +155,25 @@ class Attempt:
                 backoff = min(backoff * 2, 2.0)
             if self.lost:
                 raise LeaseLost()
+
+    def _give_up_lease(self, exc: DatabaseError) -> bool:
+        """A write stops trying to reach the database: its lease is treated as lost, as the heartbeat treats
+        the leases it cannot renew, and the run is recovered once that lease expires. False where the
+        attempt is not its thread's to give up (a time limit stopped it, it was landed cancelled, or it
+        ended): the caller raises the error."""
+        with self._lock:
+            was_lost = self._state is AttemptState.LOST
+            if not was_lost and not self._become(AttemptState.LOST):
+                return False
+        if not was_lost:  # the heartbeat that made it lost said so already
+            logger.warning(
+                "run %s: the database did not answer within a lease (%s); its lease is treated as lost",
+                self.run.run_id,
+                type(exc.__cause__ or exc).__name__,
+                extra=telemetry.log_fields(self),
+            )
+        reset_connection()
+        return True
 
     # -- its state ---------------------------------------------------------------
 

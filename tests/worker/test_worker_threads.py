@@ -175,3 +175,58 @@ def test_a_failure_landing_that_waits_out_a_cut_connection_while_the_lease_goes_
     assert attempt.lost
     run = api.get_run(attempt.run.run_id)
     assert (run.status, run.failures) == ("running", 0)  # nothing written: its lease expires, and it is recovered
+
+
+def test_a_step_write_that_outlasts_its_lease_through_two_cuts_ends_the_attempt_lost_not_failed(settings):
+    """The chaos soak caught a run charged a failure for a database outage: a step's journal write met the
+    connection a PostgreSQL restart cut and waited to send it again; its worker stalled past a lease (a
+    SIGSTOP), and the next try met the connection a second restart had cut. Past a lease the write stopped
+    trying, and the disconnect reached the handler as its error: the attempt failed and the failure counted
+    against the retry budget. Having stopped trying, the attempt treats its lease as lost, as the heartbeat
+    does: it writes nothing, and the run is recovered once the lease expires."""
+    settings.DURABLE = {**settings.DURABLE, "LEASE_SECONDS": 1}
+    api.enqueue("tests.quick_then_done", {})
+    [attempt] = lifecycle.claim(
+        limit=1,
+        start_now=1,
+        worker_id="test",
+        bounds=lifecycle.claim_bounds(functions=None, queues=None, tenant_id=None),
+    )
+    second_cut = threading.Event()
+
+    def cut_when_asked(execute, sql, params, many, context):
+        if second_cut.is_set():
+            second_cut.clear()
+            end_backend(context["connection"].connection.info.backend_pid)
+        return execute(sql, params, many, context)
+
+    class StallPastTheLease(logging.Handler):
+        def emit(self, record):
+            if "keeping the write to send again" in record.getMessage() and not stalled:
+                stalled.append(record)
+                time.sleep(durable_settings.LEASE_SECONDS)  # the worker stopped, past its lease
+                second_cut.set()  # and a second restart cuts the connection its next try sends on
+
+    stalled = []
+    handler = StallPastTheLease()
+    logging.getLogger("durable_django").addHandler(handler)
+    conn = connections[durable_settings.DATABASE]
+    try:
+        with faults.injected("step.returned", cut_this_threads_connection), conn.execute_wrapper(cut_when_asked):
+            outcome = execute(attempt)
+    finally:
+        logging.getLogger("durable_django").removeHandler(handler)
+    assert stalled and not second_cut.is_set()  # both cuts happened
+    assert outcome == Outcome.LOST
+    run = api.get_run(attempt.run.run_id)
+    assert (run.status, run.failures, run.error) == ("running", 0, None)  # its lease expires; it is recovered
+
+
+def end_backend(pid):
+    """Have the server end the session ``pid``, and wait until it is gone."""
+    with psycopg.connect(subprocess_database_url(), autocommit=True) as other:
+        other.execute("SELECT pg_terminate_backend(%s)", [pid])
+        wait_until(
+            lambda: other.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone()[0] == 0,
+            message=f"session {pid} to end",
+        )
