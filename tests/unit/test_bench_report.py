@@ -7,6 +7,7 @@ another interpreter process (as the peers' venv is read), from git and from the 
 import datetime
 import importlib.metadata
 import logging
+import os
 import platform
 import re
 import subprocess
@@ -135,3 +136,29 @@ def test_the_report_is_written_where_asked_its_directory_made(tmp_path):
     report.write(str(path), text)
     assert path.read_text() == text
 
+
+def test_only_a_run_of_the_default_set_writes_the_docs_page_unasked():
+    from bench import run_all
+
+    def parsed(*argv: str):
+        return run_all.build_parser().parse_args(argv)
+
+    assert run_all.destination(parsed()) == run_all.DOCS_TABLE
+    assert run_all.destination(parsed("--runs", "3000")) == run_all.DOCS_TABLE
+    assert run_all.destination(parsed("--only", run_all.DEFAULT_SET)) == run_all.DOCS_TABLE
+    assert run_all.destination(parsed("--no-write")) is None
+    assert run_all.destination(parsed("--output", "elsewhere.md")) == "elsewhere.md"
+    assert run_all.destination(parsed("--only", "store")) is None
+    assert run_all.destination(parsed("--big")) is None
+    assert run_all.destination(parsed("--only", "store", "--output", "store.md")) == "store.md"
+    assert run_all.selection(parsed("--only", "store,e2e")) == "--only store,e2e"
+    assert run_all.selection(parsed("--big")) == "--big"
+    assert run_all.DOCS_TABLE.endswith(os.path.join("docs", "benchmarks", "latest.md"))
+
+
+def test_the_command_line_names_what_was_measured_not_where_it_was_written():
+    from bench import run_all
+
+    parser = run_all.build_parser()
+    args = parser.parse_args(["--only", "store", "--store-runs", "300", "--output", "/somewhere/store.md", "--big"])
+    assert run_all.measured_command(parser, args) == "python bench/run_all.py --only store --store-runs 300 --big"
