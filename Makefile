@@ -29,5 +29,5 @@ docs:  ## the documentation site, warnings as errors (open docs/_build/index.htm
 demo:  ## the example project's workflows end to end
 	$(PYTHON) example_project/demo.py
 
-bench:  ## every benchmark, as a table of ratios
+bench:  ## every benchmark, as a table of ratios, written to docs/benchmarks/latest.md too
 	$(PYTHON) bench/run_all.py

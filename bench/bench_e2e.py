@@ -207,12 +207,19 @@ PEER_CONFIG = {
     "procrastinate": "pool of concurrency + 1, LISTEN/NOTIFY",
     "dbos": "queue, worker_concurrency 1000, executor_id per process",
 }
+# Each peer's distributions as pip names them: the report's header reads their versions in the peers' venv.
+PEER_DISTRIBUTIONS = {
+    "django-tasks-db": ("django-tasks-db", "django-tasks"),
+    "procrastinate": ("procrastinate",),
+    "dbos": ("dbos",),
+}
 REQUIREMENTS = os.path.join(BENCH_DIR, "requirements-peers.txt")
+PEERS_PYTHON = os.path.join(PEERS_VENV, "bin", "python")
 
 
 def peers_python() -> str:
     """The peers' own venv (bench/.peers-venv), brought up to date with requirements-peers.txt."""
-    python = os.path.join(PEERS_VENV, "bin", "python")
+    python = PEERS_PYTHON
     stamp = os.path.join(PEERS_VENV, "requirements-peers.txt")
     with open(REQUIREMENTS) as wanted:
         requirements = wanted.read()
@@ -303,6 +310,7 @@ def peers_main(args) -> None:
                     print(f"  {system} {layout}: {outcome['error']}", flush=True)
                     continue
                 rate = outcome["rate"]
+                common.PEERS_MEASURED.add(system)
             else:
                 rate = measure()
             samples.setdefault(system, {}).setdefault(layout, []).append(rate)

@@ -15,6 +15,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS: list[tuple[str, str, str, str]] = []  # (benchmark, measured, ratio, target)
+PEERS_MEASURED: set[str] = set()  # the peers (bench_e2e.PEER_DISTRIBUTIONS' keys) that drained at least once
 
 
 def setup_django() -> None:
