@@ -2,8 +2,8 @@
 
 It executes each attempt the claim loop claimed for it, and sees it landed. A claim starts every run it
 takes for a slot, except one a flow-control admission took beyond the slots: the slot starts that one
-with a fenced write first, unless the database cannot be reached. Whatever escapes, the slot lives on and the attempt is accounted
-for (landed failed, or left to its lease when the database is gone).
+with a fenced write first, unless the database cannot be reached. Whatever escapes, the slot lives on
+and the attempt is accounted for (landed failed, or left to its lease when the database is gone).
 """
 
 from __future__ import annotations
