@@ -19,7 +19,6 @@ database's time at the claim). A context call past the deadline raises
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import threading
 import time
@@ -118,22 +117,23 @@ class Attempt:
         the engine's connections (``store.pool``): a broken one is closed, and
         the next try opens another.
         """
-        return self._send(functools.partial(write, *args, **kwargs), borrow=True)
+        return self._send(write, args, kwargs, borrow=True)
 
     def persist_together(self, write: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
         """``persist()`` for a write that other slots' writes of its kind join (``engine/batching.py``):
         its batch borrows the connection, once for them all."""
-        return self._send(functools.partial(write, *args, **kwargs), borrow=False)
+        return self._send(write, args, kwargs, borrow=False)
 
-    def _send(self, write: Callable[[], _T], *, borrow: bool) -> _T:
+    def _send(self, write: Callable[..., _T], args: tuple[Any, ...], kwargs: dict[str, Any], *, borrow: bool) -> _T:
+        """Call ``write(*args, **kwargs)`` (no partial made: every step's write comes through here)."""
         began = time.monotonic()
         backoff = 0.05
         while True:
             try:
                 if not borrow:
-                    return write()
+                    return write(*args, **kwargs)
                 with pool.borrowed():
-                    return write()
+                    return write(*args, **kwargs)
             except DatabaseError as exc:
                 if not is_disconnect(exc):
                     raise

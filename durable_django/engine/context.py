@@ -143,14 +143,24 @@ class Context(RunFacts, publishing.PublishingCalls, ChildCalls):
                 if pivot:
                     with attempt.pivot():
                         began = time.monotonic()
-                        with attempt.user_code(), self._inside_step():
-                            value = fn()
+                        with attempt.user_code():
+                            self.in_steps += 1
+                            try:
+                                value = fn()
+                            finally:
+                                self.in_steps -= 1
                         duration = time.monotonic() - began
                         faults.reach("step.returned")
                         return self._record(sid, name, value, pivot, duration)
                 began = time.monotonic()
-                with attempt.user_code(), self._inside_step():
-                    value = fn()
+                # fn counts as inside a step (``in_steps``) while it runs: a plain counter, not a context
+                # manager made at every step.
+                with attempt.user_code():
+                    self.in_steps += 1
+                    try:
+                        value = fn()
+                    finally:
+                        self.in_steps -= 1
                 duration = time.monotonic() - began
                 faults.reach("step.returned")
                 return self._record(sid, name, value, pivot, duration)

@@ -12,8 +12,7 @@ time: a step that runs again writes again (at least once).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 from ..exceptions import InvalidInput
 from ..storable import json_text, name
@@ -108,14 +107,6 @@ class PublishingCalls:
 
     def _outside_handler_transaction(self, call: str) -> None:
         raise NotImplementedError
-
-    @contextmanager
-    def _inside_step(self) -> Iterator[None]:
-        self.in_steps += 1
-        try:
-            yield
-        finally:
-            self.in_steps -= 1
 
     # -- events and streams ------------------------------------------------
 
