@@ -129,22 +129,18 @@ class Batcher(Generic[_Item, _Outcome]):
             if not alone:
                 request: _Request[_Item, _Outcome] = _Request(item)
                 self._asked.append(request)
-        if alone:
-            return self._write_alone(item)
+        if alone:  # lead with nobody waiting: write the item by itself, then pass the lead on
+            try:
+                with pool.lent() as conn:
+                    return self._write_many([item], conn)[0]
+            finally:
+                self._pass_lead()
         request.answered.wait()
         if request.lead:
             self._lead()
         if request.error is not None:
             raise _copy(request.error)
         return request.outcome  # type: ignore[return-value]  # set for every request of a batch that was written
-
-    def _write_alone(self, item: _Item) -> _Outcome:
-        """Lead with nobody waiting: write ``item`` by itself, then pass the lead to a slot that asked meanwhile."""
-        try:
-            with pool.lent() as conn:
-                return self._write_many([item], conn)[0]
-        finally:
-            self._pass_lead()
 
     def _lead(self) -> None:
         """Write every item asked for so far in one statement, answer each slot, and pass the lead on."""

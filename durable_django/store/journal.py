@@ -8,8 +8,7 @@ spawns (``spawns``) make inside their transaction are here too.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -119,8 +118,11 @@ ON CONFLICT (run_id, step_id) DO NOTHING
 """
 
 
-@dataclass(frozen=True, slots=True)
-class Recorded:
+# The records of a step's write are named tuples, not frozen dataclasses: every step makes three, and a
+# tuple is made in a third of the time.
+
+
+class Recorded(NamedTuple):
     value: Any
     cancel_requested: bool
 
@@ -169,8 +171,7 @@ def record_step(
     return Recorded(stored[0], bool(cancel) and not pivoted)
 
 
-@dataclass(frozen=True, slots=True)
-class StepWrite:
+class StepWrite(NamedTuple):
     """A step (not a pivot) to journal under its attempt's fence."""
 
     run_id: str
@@ -181,8 +182,7 @@ class StepWrite:
     duration: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class StepWritten:
+class StepWritten(NamedTuple):
     """What journalling a step in a batch did."""
 
     # The value as this statement stored it (JSON), or None: decide it alone with record_step().
