@@ -29,7 +29,9 @@ FINISHING_OUTCOMES = frozenset({"succeeded", "failed", "cancelled"})
 
 def after_commit(signal: Signal, **kwargs: Any) -> None:
     """Send ``signal`` with ``Run`` as sender once the current transaction on the durable alias commits."""
-    if not signal.has_listeners(Run):
+    # A signal nobody connected to is told by its list of receivers alone; has_listeners() (locks, dead
+    # references, the sender's filter) only when there are some.
+    if not signal.receivers or not signal.has_listeners(Run):
         return
     transaction.on_commit(lambda: _send(signal, kwargs), using=durable_settings.DATABASE)
 

@@ -159,7 +159,8 @@ def _default_policy() -> RetryPolicy:
     configured = durable_settings.DEFAULT_RETRY
     try:
         # Typed: 3 and 3.0 are equal keys, but only one of them may be a valid max_attempts.
-        return _policy_of(tuple((key, type(value), value) for key, value in sorted(configured.items())))
+        # A list made and turned into a tuple, not a generator's: every submit makes this key.
+        return _policy_of(tuple([(key, type(value), value) for key, value in sorted(configured.items())]))
     except (AttributeError, TypeError):  # not a dict of hashable values: validated (and refused) each time
         return RetryPolicy.from_json(configured)
 
