@@ -55,7 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--scale-processes", default="1,2,4", help="worker process counts (x8 threads) of the scale benchmark"
     )
     parser.add_argument(
-        "--layouts", default="1x8,1x16,1x32,1x64,2x8,2x16", help="worker layouts to try, PROCESSESxCONCURRENCY, comma-separated"
+        "--layouts",
+        default="1x8,1x16,1x32,1x64,2x8,2x16",
+        help="worker layouts to try, PROCESSESxCONCURRENCY, comma-separated",
     )
     parser.add_argument(
         "--big", action="store_true", help="only the big tables vs small, then the sustained load (bloat)"
