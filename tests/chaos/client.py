@@ -35,7 +35,7 @@ def main() -> None:
     from durable_django.exceptions import DurableError
 
     def enqueue(r):
-        options = r.get("options", {})
+        options = dict(r.get("options", {}))  # a copy: a call the database cut is sent again with the same request
         if "debounce" in options:
             key, delay = options.pop("debounce")
             options["debounce"] = Debounce(key, delay)
