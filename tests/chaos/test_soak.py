@@ -444,7 +444,8 @@ class Verdict:
         execution that was in flight when it struck (the run's latest execution before it, by that
         process, started at most a step's pause and a lease before it), and after a SIGCONT the first
         execution that process started for the run within a lease (its heartbeat had not yet learnt
-        that the lease was gone). A cancel explains the execution in flight when the run was cancelled.
+        that the lease was gone). A PostgreSQL restart explains any run's execution in flight when it
+        struck. A cancel explains the execution in flight when the run was cancelled.
         A fault's instants are taken just after its signals were sent; ``SLACK`` covers the delivery.
         """
         at, pid = execution["at"], execution["pid"]
@@ -455,6 +456,10 @@ class Verdict:
             return bool(before) and before[-1] is execution and moment - at <= window
 
         for index, fault in enumerate(self.record.faults):
+            # A restart that cuts an execution's write for longer than the write keeps trying ends that
+            # attempt lost (engine/attempt.py): the run is recovered and the step runs again.
+            if fault.kind == "restart" and in_flight(fault.at + SLACK):
+                return index
             if fault.pid != pid:
                 continue
             interrupts = fault.kind in ("SIGKILL", "SIGSTOP") or (fault.kind == "SIGTERM" and fault.grace_ran_out)
