@@ -142,28 +142,23 @@ class Context(RunFacts, publishing.PublishingCalls, ChildCalls):
             with telemetry.step(attempt, name, occurrence):
                 if pivot:
                     with attempt.pivot():
-                        began = time.monotonic()
-                        with attempt.user_code():
-                            self.in_steps += 1
-                            try:
-                                value = fn()
-                            finally:
-                                self.in_steps -= 1
-                        duration = time.monotonic() - began
-                        faults.reach("step.returned")
-                        return self._record(sid, name, value, pivot, duration)
-                began = time.monotonic()
-                # fn counts as inside a step (``in_steps``) while it runs: a plain counter, not a context
-                # manager made at every step.
-                with attempt.user_code():
-                    self.in_steps += 1
-                    try:
-                        value = fn()
-                    finally:
-                        self.in_steps -= 1
-                duration = time.monotonic() - began
-                faults.reach("step.returned")
-                return self._record(sid, name, value, pivot, duration)
+                        return self._execute_step(sid, name, fn, pivot=True)
+                return self._execute_step(sid, name, fn, pivot=False)
+
+    def _execute_step(self, sid: str, name: str, fn: Callable[[], object], *, pivot: bool) -> Any:
+        """Run a step's ``fn`` as user code and journal its value."""
+        began = time.monotonic()
+        # fn counts as inside a step (``in_steps``) while it runs: a plain counter, not a context manager
+        # made at every step.
+        with self._attempt.user_code():
+            self.in_steps += 1
+            try:
+                value = fn()
+            finally:
+                self.in_steps -= 1
+        duration = time.monotonic() - began
+        faults.reach("step.returned")
+        return self._record(sid, name, value, pivot, duration)
 
     def patched(self, patch_id: str) -> bool:
         """Whether this run takes the patched path at this point: journalled, so a replay answers the same.
